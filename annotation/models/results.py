@@ -1,0 +1,52 @@
+"""Results: aggregated verdicts per pair and immutable releases."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from .batch import Batch, Candidate
+from .dataset import Dataset
+
+
+class Verdict(models.Model):
+    """The aggregated judgement of one candidate pair over approved assignments."""
+
+    candidate = models.OneToOneField(Candidate, on_delete=models.CASCADE, related_name="verdict")
+    rule = models.CharField(max_length=32, help_text="Aggregation rule, e.g. eccv.")
+    is_positive = models.BooleanField(help_text="The pair is a positive under the rule.")
+    score = models.FloatField(help_text="Graded relevance: mean of 1 / 0.5 / 0 / 0 (ECCV eq. E.4).")
+    confidence = models.FloatField(help_text="Share of judgements agreeing with the label.")
+    n_judgements = models.PositiveSmallIntegerField()
+    distribution = models.JSONField(help_text="Answer counts per level, e.g. {'yes': 2, 'no': 1}.")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(score__gte=0, score__lte=1, confidence__gte=0, confidence__lte=1),
+                name="verdict_unit_interval",
+            ),
+            models.CheckConstraint(condition=Q(n_judgements__gte=1), name="verdict_has_judgements"),
+        ]
+
+
+class Release(models.Model):
+    """An immutable, versioned export of extended positive sets, written to disk."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="releases")
+    batches = models.ManyToManyField(Batch, related_name="releases")
+    name = models.SlugField(max_length=100)
+    version = models.PositiveIntegerField()
+    rule = models.CharField(max_length=32, help_text="Aggregation rule of the human verdicts.")
+    path = models.CharField(max_length=500, help_text="Directory the release was written to.")
+    manifest = models.JSONField(help_text="Sources, batches, rule, counts and file checksums.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name", "version"], name="release_unique_version"),
+            models.CheckConstraint(condition=Q(version__gte=1), name="release_version_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"

@@ -1,0 +1,209 @@
+"""The crowd side: HITs of pairs, workers, their assignments and judgements."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.lookups import Exact
+
+from mitl.judgements import (
+    SHORTCOMINGS,
+    SHORTCOMINGS_MASK_MAX,
+    WRONG_CONCEPTS_MASK_MAX,
+    Level,
+    mask_to_shortcomings,
+    mask_to_wrong_concepts,
+)
+
+from .batch import Batch, Candidate
+from .dataset import Caption, Image
+
+WRONG_DESCRIPTION_BIT = 1 << SHORTCOMINGS.index("wrong_description")
+
+
+class HIT(models.Model):
+    """A page of pairs for one worker: tasks to judge plus golden pairs at random positions."""
+
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="hits")
+    index = models.PositiveIntegerField(help_text="Position of the HIT in its batch, from 0.")
+    max_assignments = models.PositiveSmallIntegerField(
+        default=1, help_text="How many different workers judge this HIT."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "HIT"
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "index"], name="hit_unique_index"),
+            models.CheckConstraint(
+                condition=Q(max_assignments__gte=1), name="hit_max_assignments_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"HIT {self.batch_id}/{self.index}"
+
+
+class ItemRole(models.TextChoices):
+    TASK = "task", "pair to judge"
+    GOLDEN_TP = "golden_tp", "golden true positive"
+    GOLDEN_TN = "golden_tn", "golden true negative"
+
+
+class HITItem(models.Model):
+    hit = models.ForeignKey(HIT, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveSmallIntegerField(help_text="Order on the page, from 0.")
+    role = models.CharField(max_length=16, choices=ItemRole.choices)
+    candidate = models.ForeignKey(
+        Candidate,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="hit_items",
+        help_text="The candidate judged; empty for golden pairs.",
+    )
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="+")
+    caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        verbose_name = "HIT item"
+        constraints = [
+            models.UniqueConstraint(fields=["hit", "position"], name="hit_item_unique_position"),
+            models.CheckConstraint(
+                condition=Q(role="task", candidate__isnull=False)
+                | Q(role__in=["golden_tp", "golden_tn"], candidate__isnull=True),
+                name="hit_item_candidate_iff_task",
+            ),
+        ]
+
+
+class WorkerSource(models.TextChoices):
+    PLATFORM = "platform", "platform account"
+    MTURK = "mturk", "Amazon Mechanical Turk"
+    SIMULATED = "simulated", "simulated crowd"
+
+
+class Worker(models.Model):
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="worker",
+        help_text="The platform account, for workers who log in here.",
+    )
+    source = models.CharField(max_length=16, choices=WorkerSource.choices)
+    external_id = models.CharField(
+        max_length=128, help_text="MTurk WorkerId, simulated worker name, or the username."
+    )
+    is_blocked = models.BooleanField(default=False, help_text="Blocked workers get no more HITs.")
+    profile = models.JSONField(
+        default=dict, blank=True, help_text="Simulated workers: accuracy and carelessness."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "external_id"], name="worker_unique_external"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.external_id}"
+
+
+class AssignmentStatus(models.TextChoices):
+    ACCEPTED = "accepted"
+    SUBMITTED = "submitted"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+class Assignment(models.Model):
+    """One worker's work on one HIT."""
+
+    hit = models.ForeignKey(HIT, on_delete=models.CASCADE, related_name="assignments")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="assignments")
+    status = models.CharField(
+        max_length=16, choices=AssignmentStatus.choices, default=AssignmentStatus.ACCEPTED
+    )
+    accepted_at = models.DateTimeField(auto_now_add=True)
+    deadline = models.DateTimeField(null=True, blank=True, help_text="Expires when not submitted by then.")
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    golden_passed = models.BooleanField(
+        null=True, blank=True, help_text="Result of the golden check at submission."
+    )
+    flagged = models.BooleanField(
+        default=False, help_text="Failed the golden check and waits for a person's review."
+    )
+    feedback = models.TextField(blank=True, help_text="Reviewer's feedback to the worker.")
+    external_id = models.CharField(
+        max_length=128, null=True, blank=True, unique=True, help_text="MTurk AssignmentId."
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["hit", "worker"], name="assignment_one_per_worker"),
+            models.CheckConstraint(
+                condition=Q(status__in=AssignmentStatus.values), name="assignment_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="accepted") | Q(status="expired") | Q(submitted_at__isnull=False),
+                name="assignment_submitted_has_time",
+            ),
+        ]
+
+
+class Judgement(models.Model):
+    """A worker's answer for one pair of a HIT."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="judgements")
+    item = models.ForeignKey(HITItem, on_delete=models.CASCADE, related_name="judgements")
+    level = models.CharField(
+        max_length=16,
+        choices=[(level.value, level.value) for level in Level],
+        help_text="yes = 100% YES, weak_yes = Partially YES, weak_no = Mostly NO, no = 100% NO.",
+    )
+    shortcomings = models.PositiveSmallIntegerField(
+        default=0, help_text="Bit mask over mitl.judgements.SHORTCOMINGS (middle levels only)."
+    )
+    wrong_concepts = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Bit mask over mitl.judgements.WRONG_CONCEPTS (with 'wrong_description' only).",
+    )
+    other_text = models.CharField(max_length=500, blank=True, help_text="Text for the 'other' concept.")
+    elapsed_ms = models.PositiveIntegerField(help_text="Time the worker spent on this pair.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "item"], name="judgement_unique_item"),
+            models.CheckConstraint(
+                condition=Q(level__in=[level.value for level in Level]), name="judgement_level_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(shortcomings__lte=SHORTCOMINGS_MASK_MAX)
+                & Q(wrong_concepts__lte=WRONG_CONCEPTS_MASK_MAX),
+                name="judgement_masks_in_vocabulary",
+            ),
+            models.CheckConstraint(
+                condition=Q(level__in=["weak_yes", "weak_no"])
+                | Q(shortcomings=0, wrong_concepts=0, other_text=""),
+                name="judgement_followups_only_middle",
+            ),
+            models.CheckConstraint(
+                condition=Q(wrong_concepts=0)
+                | Q(Exact(F("shortcomings").bitand(WRONG_DESCRIPTION_BIT), WRONG_DESCRIPTION_BIT)),
+                name="judgement_concepts_need_wrong_description",
+            ),
+        ]
+
+    @property
+    def shortcoming_names(self) -> list[str]:
+        return mask_to_shortcomings(self.shortcomings)
+
+    @property
+    def wrong_concept_names(self) -> list[str]:
+        return mask_to_wrong_concepts(self.wrong_concepts)

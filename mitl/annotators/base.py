@@ -1,0 +1,148 @@
+"""The contract every machine annotator meets.
+
+An annotator scores (image, caption) pairs of one corpus. Retrieval (`mitl.retrieval`) ranks
+captions for images and images for captions from the same `Annotator.similarity`, so the two
+directions can never disagree about a pair. Pure Python: no Django import.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+def _as_id_array(values: Any, field: str) -> np.ndarray:
+    """Return `values` as a 1-D int64 array, or raise ValueError naming `field`."""
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"Corpus.{field} must be 1-D, got shape {array.shape}")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"Corpus.{field} must hold integers, got dtype {array.dtype}")
+    return array.astype(np.int64, copy=False)
+
+
+@dataclass(frozen=True, eq=False)
+class Corpus:
+    """Everything an annotator may look at, rows in a fixed order.
+
+    Row i of the image fields describes the same image; likewise for captions.
+    `caption_image[c]` is the row (not the external id) of caption c's original image.
+    """
+
+    image_ids: np.ndarray
+    caption_ids: np.ndarray
+    caption_texts: tuple[str, ...]
+    caption_image: np.ndarray
+    image_paths: tuple[str | None, ...] | None = None
+    image_labels: tuple[tuple[str, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        # Frozen, so coerce through object.__setattr__; annotators can then rely on int64 rows.
+        for field in ("image_ids", "caption_ids", "caption_image"):
+            object.__setattr__(self, field, _as_id_array(getattr(self, field), field))
+        object.__setattr__(self, "caption_texts", tuple(self.caption_texts))
+        n_images, n_captions = len(self.image_ids), len(self.caption_ids)
+        if len(self.caption_texts) != n_captions:
+            raise ValueError(
+                f"Corpus has {n_captions} caption ids but {len(self.caption_texts)} texts"
+            )
+        if len(self.caption_image) != n_captions:
+            raise ValueError(
+                f"Corpus has {n_captions} caption ids but {len(self.caption_image)} "
+                "caption_image rows"
+            )
+        if n_captions and (self.caption_image.min() < 0 or self.caption_image.max() >= n_images):
+            raise ValueError(f"Corpus.caption_image must index rows 0..{n_images - 1}")
+        if self.image_paths is not None:
+            object.__setattr__(self, "image_paths", tuple(self.image_paths))
+            if len(self.image_paths) != n_images:
+                raise ValueError(
+                    f"Corpus has {n_images} images but {len(self.image_paths)} image_paths"
+                )
+        if self.image_labels is not None:
+            labels = tuple(tuple(row) for row in self.image_labels)
+            object.__setattr__(self, "image_labels", labels)
+            if len(labels) != n_images:
+                raise ValueError(f"Corpus has {n_images} images but {len(labels)} image_labels")
+
+    @property
+    def n_images(self) -> int:
+        """Return the number of image rows."""
+        return len(self.image_ids)
+
+    @property
+    def n_captions(self) -> int:
+        """Return the number of caption rows."""
+        return len(self.caption_ids)
+
+
+class AnnotatorError(Exception):
+    """A user-facing problem: bad configuration, or a corpus the annotator cannot handle."""
+
+
+class Annotator(ABC):
+    """A machine annotator that scores every (image row, caption row) pair of one corpus.
+
+    Subclasses list their accepted config keys in `config_keys`; the constructor rejects any
+    other key so a typo in a run's configuration fails loudly instead of being ignored.
+    """
+
+    kind: ClassVar[str]
+    config_keys: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, *, name: str, config: Mapping[str, Any]) -> None:
+        """Store `name` and `config`, rejecting config keys the annotator does not know."""
+        self.name = name
+        if not isinstance(config, Mapping):
+            raise AnnotatorError(
+                f"{self.kind} annotator '{name}': config must be a mapping, "
+                f"got {type(config).__name__}"
+            )
+        for key in config:
+            if key not in self.config_keys:
+                known = ", ".join(self.config_keys) or "none"
+                raise AnnotatorError(
+                    f"{self.kind} annotator '{name}': unknown config key '{key}' (known: {known})"
+                )
+        self.config: dict[str, Any] = dict(config)
+
+    def _bool_option(self, key: str, default: bool) -> bool:
+        """Return the boolean config value `key`, or raise AnnotatorError if it is not a bool."""
+        value = self.config.get(key, default)
+        if not isinstance(value, bool):
+            raise AnnotatorError(
+                f"{self.kind} annotator '{self.name}': config key '{key}' must be true or false, "
+                f"got {value!r}"
+            )
+        return value
+
+    @abstractmethod
+    def prepare(self, corpus: Corpus) -> None:
+        """Fit or embed `corpus`; called once before any `similarity` call."""
+
+    @abstractmethod
+    def similarity(self, image_rows: np.ndarray, caption_rows: np.ndarray) -> np.ndarray:
+        """Return float32 scores of shape (len(image_rows), len(caption_rows)), higher = better.
+
+        The same function serves image-to-text and text-to-image retrieval, so both directions
+        rank every pair by the same number.
+        """
+
+
+def as_rows(rows: Any, n: int, what: str) -> np.ndarray:
+    """Return `rows` as a 1-D int64 array of indices into 0..n-1, or raise ValueError."""
+    array = np.asarray(rows)
+    if array.ndim != 1:
+        raise ValueError(f"{what} rows must be 1-D, got shape {array.shape}")
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{what} rows must be integers, got dtype {array.dtype}")
+    array = array.astype(np.int64, copy=False)
+    if array.min() < 0 or array.max() >= n:
+        raise ValueError(f"{what} rows must lie in 0..{n - 1}")
+    return array

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MitlConfig(AppConfig):
+    name = "mitl"
+    verbose_name = "Machine in the loop"

@@ -1,0 +1,108 @@
+"""Batch configuration: defaults, validation and clear messages for bad values.
+
+Pure Python, so the command line, the API and the services validate the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+AGGREGATION_RULES = ("eccv",)
+
+
+class ConfigError(ValueError):
+    """A batch configuration value is missing or out of range; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """How a batch samples queries, retrieves, packs HITs and aggregates."""
+
+    annotators: tuple[str, ...]
+    n_image_queries: int = 100
+    n_caption_queries: int = 100
+    k: int = 5  # candidates per query and annotator
+    golden_negative_depth: int = 25  # golden TN: outside every annotator's top-N
+    hit_size: int = 16  # pairs to judge per HIT
+    golden_tp: int = 1
+    golden_tn: int = 1
+    assignments_per_hit: int = 1
+    followups: bool = True  # ask why for the two middle answers
+    aggregation: str = "eccv"
+    seed: int = 0
+
+    @property
+    def items_per_hit(self) -> int:
+        return self.hit_size + self.golden_tp + self.golden_tn
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["annotators"] = list(self.annotators)
+        return data
+
+
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "n_image_queries": (0, 1_000_000),
+    "n_caption_queries": (0, 1_000_000),
+    "k": (1, 100),
+    "golden_negative_depth": (1, 1000),
+    "hit_size": (1, 200),
+    "golden_tp": (0, 10),
+    "golden_tn": (0, 10),
+    "assignments_per_hit": (1, 50),
+    "seed": (0, 2**31 - 1),
+}
+
+
+def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
+    """Validate a raw mapping (from JSON) and return a BatchConfig with defaults filled in."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"batch config must be a JSON object, got {type(raw).__name__}")
+    known = {f.name for f in fields(BatchConfig)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(
+            f"batch config: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
+        )
+    values: dict[str, Any] = dict(raw)
+    values["annotators"] = _parse_annotators(raw.get("annotators"))
+    for name, (low, high) in _INT_RANGES.items():
+        if name in values:
+            values[name] = _parse_int(name, values[name], low, high)
+    if "followups" in values and not isinstance(values["followups"], bool):
+        raise ConfigError(f"batch config: `followups` must be true or false (got {values['followups']!r})")
+    rule = values.get("aggregation", "eccv")
+    if rule not in AGGREGATION_RULES:
+        raise ConfigError(
+            f"batch config: `aggregation` must be one of {', '.join(AGGREGATION_RULES)} (got {rule!r})"
+        )
+    config = BatchConfig(**values)
+    if config.n_image_queries + config.n_caption_queries == 0:
+        raise ConfigError("batch config: ask for at least one query (n_image_queries or n_caption_queries)")
+    if config.golden_negative_depth < config.k:
+        raise ConfigError(
+            f"batch config: `golden_negative_depth` ({config.golden_negative_depth}) must be at least "
+            f"`k` ({config.k})"
+        )
+    return config
+
+
+def _parse_annotators(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigError(
+            "batch config: `annotators` must be a non-empty list of annotator names (got "
+            f"{value!r})"
+        )
+    if len(set(value)) != len(value):
+        raise ConfigError(f"batch config: `annotators` lists a name twice ({value!r})")
+    return tuple(value)
+
+
+def _parse_int(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"batch config: `{name}` must be an integer (got {value!r})")
+    if not low <= value <= high:
+        raise ConfigError(f"batch config: `{name}` must be between {low} and {high} (got {value})")
+    return value

@@ -1,0 +1,96 @@
+"""The judgement vocabulary shared by the crowd UI, the simulated crowd and aggregation.
+
+Pure Python: no Django import, so `mitl/` modules and the models can both use it.
+Shortcomings and wrong concepts are stored as bit masks, which lets the database check
+that only known flags are set and that follow-ups exist only for the two middle levels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+
+class Level(StrEnum):
+    """The four answers to "Is the image correctly described?"."""
+
+    YES = "yes"  # "100% YES"
+    WEAK_YES = "weak_yes"  # "Partially YES, but…"
+    WEAK_NO = "weak_no"  # "Mostly NO, because…"
+    NO = "no"  # "100% NO"
+
+
+LEVEL_LABELS: dict[Level, str] = {
+    Level.YES: "100% YES",
+    Level.WEAK_YES: "Partially YES, but…",
+    Level.WEAK_NO: "Mostly NO, because…",
+    Level.NO: "100% NO",
+}
+
+# ECCV Caption rule: the two YES answers make a positive.
+POSITIVE_LEVELS: frozenset[Level] = frozenset({Level.YES, Level.WEAK_YES})
+# The levels that ask why (the follow-up questions).
+MIDDLE_LEVELS: frozenset[Level] = frozenset({Level.WEAK_YES, Level.WEAK_NO})
+# ECCV Caption eq. E.4: graded relevance of each answer.
+GRADED_SCORE: dict[Level, float] = {
+    Level.YES: 1.0,
+    Level.WEAK_YES: 0.5,
+    Level.WEAK_NO: 0.0,
+    Level.NO: 0.0,
+}
+
+SHORTCOMINGS: tuple[str, ...] = (
+    "not_in_image",  # describes concepts that do not appear in the image
+    "misses_main_concept",  # does not describe the main concepts
+    "wrong_description",  # describes the main concepts in a wrong way
+    "grammar",  # grammatically incorrect or confusing
+)
+
+WRONG_CONCEPTS: tuple[str, ...] = (
+    "quantity",
+    "color",
+    "species",
+    "gender",
+    "age",
+    "action",
+    "emotion",
+    "location",
+    "orientation",
+    "other",
+)
+
+SHORTCOMINGS_MASK_MAX = (1 << len(SHORTCOMINGS)) - 1
+WRONG_CONCEPTS_MASK_MAX = (1 << len(WRONG_CONCEPTS)) - 1
+
+
+def _encode(names: Iterable[str], vocabulary: tuple[str, ...], what: str) -> int:
+    mask = 0
+    for name in names:
+        if name not in vocabulary:
+            raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(vocabulary)}")
+        mask |= 1 << vocabulary.index(name)
+    return mask
+
+
+def _decode(mask: int, vocabulary: tuple[str, ...]) -> list[str]:
+    return [name for bit, name in enumerate(vocabulary) if mask & (1 << bit)]
+
+
+def shortcomings_to_mask(names: Iterable[str]) -> int:
+    """Encode shortcoming names as a bit mask; raise ValueError on an unknown name."""
+    return _encode(names, SHORTCOMINGS, "shortcoming")
+
+
+def mask_to_shortcomings(mask: int) -> list[str]:
+    """Decode a shortcomings bit mask into names, in vocabulary order."""
+    return _decode(mask, SHORTCOMINGS)
+
+
+def wrong_concepts_to_mask(names: Iterable[str]) -> int:
+    """Encode wrong-concept names as a bit mask; raise ValueError on an unknown name."""
+    return _encode(names, WRONG_CONCEPTS, "wrong concept")
+
+
+def mask_to_wrong_concepts(mask: int) -> list[str]:
+    """Decode a wrong-concepts bit mask into names, in vocabulary order."""
+    return _decode(mask, WRONG_CONCEPTS)
