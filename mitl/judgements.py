@@ -94,3 +94,39 @@ def wrong_concepts_to_mask(names: Iterable[str]) -> int:
 def mask_to_wrong_concepts(mask: int) -> list[str]:
     """Decode a wrong-concepts bit mask into names, in vocabulary order."""
     return _decode(mask, WRONG_CONCEPTS)
+
+
+def validate_followups(
+    *,
+    level: Level,
+    shortcomings: Iterable[str],
+    wrong_concepts: Iterable[str],
+    other_text: str,
+    required: bool,
+) -> tuple[int, int]:
+    """Check one answer's follow-ups and return (shortcomings mask, wrong concepts mask).
+
+    Follow-ups belong to the two middle levels only. When `required` (the batch asks why),
+    a middle answer needs at least one shortcoming, "wrong_description" needs at least one
+    wrong concept, and "other" needs its text. Raise ValueError saying what is wrong.
+    """
+    shortcoming_mask = shortcomings_to_mask(shortcomings)
+    concept_mask = wrong_concepts_to_mask(wrong_concepts)
+    names = mask_to_shortcomings(shortcoming_mask)
+    concepts = mask_to_wrong_concepts(concept_mask)
+    other_text = other_text.strip()
+    if level not in MIDDLE_LEVELS:
+        if shortcoming_mask or concept_mask or other_text:
+            raise ValueError(f"follow-up answers are only for the middle levels, not {level.value!r}")
+        return 0, 0
+    if required and not names:
+        raise ValueError("choose at least one shortcoming for a 'Partially YES' or 'Mostly NO' answer")
+    if concepts and "wrong_description" not in names:
+        raise ValueError("wrong concepts need the shortcoming 'wrong_description'")
+    if required and "wrong_description" in names and not concepts:
+        raise ValueError("say which concept is described in a wrong way")
+    if "other" in concepts and required and not other_text:
+        raise ValueError("describe the 'other' wrong concept in the text box")
+    if other_text and "other" not in concepts:
+        raise ValueError("the text box is only for the 'other' wrong concept")
+    return shortcoming_mask, concept_mask

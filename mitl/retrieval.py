@@ -17,9 +17,10 @@ from mitl.annotators.base import Annotator
 
 Progress = Callable[[int, int], None]
 
-# Rows of a score matrix are ranked in batches of about this many entries, which bounds the
-# 8-byte sort keys built per batch (64 MiB) however wide the matrix is.
-_RANK_BATCH_ENTRIES = 1 << 23
+# Rows of a score matrix are ranked in batches of about this many entries. The work buffers
+# (22 bytes an entry) are allocated once per call and reused, which matters because touching
+# fresh memory is a large part of the cost of such simple passes.
+_RANK_BATCH_ENTRIES = 1 << 21
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,28 +42,58 @@ def _check_k(k: int) -> None:
         raise ValueError(f"k must be a positive integer, got {k!r}")
 
 
-def _rank_keys(scores: np.ndarray) -> np.ndarray:
-    """Return uint64 keys whose ascending order is score descending, then target index ascending.
+@dataclass
+class _RankBuffers:
+    """Reusable work arrays for ranking up to `rows` rows of `columns` targets."""
 
-    The high 32 bits are the float32 score mapped to an order-reversing unsigned integer, the low
-    32 bits the column index. Keys are unique within a row, so partitioning them is exact even
-    when many scores tie at the k-th place.
+    scores: np.ndarray  # float32 (rows, columns)
+    scratch: np.ndarray  # int32 (rows, columns)
+    is_nan: np.ndarray  # bool (rows, columns)
+    keys: np.ndarray  # uint64 (rows, columns)
+    column_index: np.ndarray  # uint64 (columns,)
+
+    @classmethod
+    def allocate(cls, rows: int, columns: int) -> _RankBuffers:
+        """Return buffers for batches of at most `rows` rows."""
+        shape = (rows, columns)
+        return cls(
+            scores=np.empty(shape, dtype=np.float32),
+            scratch=np.empty(shape, dtype=np.int32),
+            is_nan=np.empty(shape, dtype=bool),
+            keys=np.empty(shape, dtype=np.uint64),
+            column_index=np.arange(columns, dtype=np.uint64),
+        )
+
+
+def _fill_rank_keys(scores: np.ndarray, scratch: np.ndarray, keys: np.ndarray) -> None:
+    """Write uint64 keys whose ascending order is score descending, then column ascending.
+
+    The high 32 bits hold the float32 score mapped to an order-reversing unsigned integer, the
+    low 32 bits the column. Keys are unique within a row, so partitioning them is exact even when
+    many scores tie at the k-th place. `scores` is modified (-0.0 becomes +0.0); `scratch` is
+    int32 and `keys` uint64, both of the same shape.
     """
-    # Adding 0 turns -0.0 into +0.0; the two compare equal and must get the same key.
-    bits = (scores + np.float32(0)).view(np.uint32)
-    negative = (bits >> np.uint32(31)).astype(bool)
-    # Standard float-to-sortable map: flip every bit of negatives, only the sign bit otherwise.
-    ascending = np.where(negative, ~bits, bits | np.uint32(0x8000_0000))
-    keys = (~ascending).astype(np.uint64) << np.uint64(32)
-    keys |= np.arange(scores.shape[1], dtype=np.uint64)
-    return keys
+    # -0.0 == +0.0 as numbers, so they must share a key; adding +0.0 turns -0.0 into +0.0.
+    scores += np.float32(0)
+    bits = scores.view(np.int32)
+    # Float-to-int order map: as int32, a negative float's magnitude bits count the wrong way,
+    # so flip them (bits ^ 0x7FFFFFFF); non-negative floats already sort correctly.
+    np.right_shift(bits, 31, out=scratch)
+    np.bitwise_and(scratch, np.int32(0x7FFF_FFFF), out=scratch)
+    np.bitwise_xor(bits, scratch, out=scratch)
+    # Reverse the order (best first), then move from signed to unsigned order.
+    np.invert(scratch, out=scratch)
+    unsigned = scratch.view(np.uint32)
+    np.bitwise_xor(unsigned, np.uint32(0x8000_0000), out=unsigned)
+    np.copyto(keys, unsigned)
+    np.left_shift(keys, np.uint64(32), out=keys)
 
 
 def topk_rows(scores: np.ndarray, k: int) -> TopK:
     """Return the k best columns of each row of `scores`, ranked with deterministic ties.
 
-    Scores are compared as float32, the dtype they are kept in, so the kept scores are always
-    non-increasing along a row. k larger than the number of columns keeps every column.
+    Scores are compared as float32, the dtype they are kept in, so the kept scores never increase
+    along a row. k larger than the number of columns keeps every column. NaN is rejected.
     """
     _check_k(k)
     matrix = np.asarray(scores)
@@ -77,17 +108,21 @@ def topk_rows(scores: np.ndarray, k: int) -> TopK:
     if kept == 0 or n_rows == 0:
         return TopK(indices=indices, scores=values)
 
-    batch = max(1, _RANK_BATCH_ENTRIES // n_targets)
+    batch = min(n_rows, max(1, _RANK_BATCH_ENTRIES // n_targets))
+    buffers = _RankBuffers.allocate(batch, n_targets)
     for start in range(0, n_rows, batch):
         stop = min(start + batch, n_rows)
-        block = np.ascontiguousarray(matrix[start:stop], dtype=np.float32)
-        if np.isnan(block).any():
+        rows = stop - start
+        block, keys = buffers.scores[:rows], buffers.keys[:rows]
+        np.copyto(block, matrix[start:stop], casting="unsafe")
+        if np.isnan(block, out=buffers.is_nan[:rows]).any():
             raise ValueError("scores contain NaN; similarities must be comparable numbers")
-        keys = _rank_keys(block)
+        _fill_rank_keys(block, buffers.scratch[:rows], keys)
+        np.bitwise_or(keys, buffers.column_index, out=keys)
         if kept < n_targets:
-            keys = np.partition(keys, kept - 1, axis=1)[:, :kept]
-        keys.sort(axis=1)
-        columns = (keys & np.uint64(0xFFFF_FFFF)).astype(np.int64)
+            keys.partition(kept - 1, axis=1)
+        best = np.sort(keys[:, :kept], axis=1)
+        columns = (best & np.uint64(0xFFFF_FFFF)).astype(np.int64)
         indices[start:stop] = columns
         values[start:stop] = np.take_along_axis(block, columns, axis=1)
     return TopK(indices=indices, scores=values)

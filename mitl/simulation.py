@@ -6,7 +6,8 @@ level has a neighbour across the positive/negative boundary, and a careful worke
 less often than the one on the same side, so boundary flips happen but are rarer than
 mistakes within a side. A careless worker ignores the pair: mostly YES, otherwise a
 uniformly random level, and four times faster. Follow-ups (shortcomings, wrong concepts)
-come with the two middle levels only, copied from the truth when it has them.
+come with the two middle levels only, copied from the truth when it has them, and are
+listed in vocabulary order.
 
 Pure Python: no Django import. Every draw comes from the generator passed in, so a seeded
 generator replays the same answers.
@@ -162,8 +163,13 @@ def answer(
             shortcomings, concepts = truth.shortcomings, truth.wrong_concepts
         else:
             shortcomings, concepts = _guess_followups(level, rng)
+        if "wrong_description" in shortcomings and not concepts:
+            # The UI requires a concept with this shortcoming; a hand-made truth may lack one.
+            concepts = _guess_concepts(rng)
         if "other" in concepts:
             other_text = _OTHER_TEXTS[int(rng.integers(len(_OTHER_TEXTS)))]
+    shortcomings = tuple(name for name in SHORTCOMINGS if name in shortcomings)
+    concepts = tuple(name for name in WRONG_CONCEPTS if name in concepts)
     median = worker.median_ms * (_CARELESS_SPEEDUP if worker.careless else 1.0)
     median *= _FOLLOWUP_SLOWDOWN if asked else 1.0
     return Answer(level, shortcomings, concepts, other_text, _elapsed_ms(median, rng))

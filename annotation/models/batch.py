@@ -32,7 +32,6 @@ class BatchState(models.TextChoices):
     ANNOTATING = "annotating"
     AGGREGATING = "aggregating"
     RELEASED = "released"
-    FAILED = "failed"
 
 
 class Batch(models.Model):
@@ -43,7 +42,10 @@ class Batch(models.Model):
     config = models.JSONField(help_text="Validated batch configuration (mitl.config.BatchConfig).")
     annotators = models.ManyToManyField(MachineAnnotator, related_name="batches")
     state = models.CharField(max_length=16, choices=BatchState.choices, default=BatchState.DRAFT)
-    error = models.TextField(blank=True, help_text="Why the batch failed, when state is failed.")
+    error = models.TextField(
+        blank=True,
+        help_text="Why the current stage last failed; the stage can be run again to resume.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from mitl.annotators.base import Annotator, AnnotatorError, Corpus, as_rows
+from mitl.annotators.base import Annotator, Corpus, as_rows
 
 TOKEN_PATTERN = re.compile(r"[a-z0-9]+")
 
-STOP_WORDS: frozenset[str] = frozenset(
-    """
+# Function words, then words about the medium ("photo", "picture") rather than the content.
+_STOP_LIST = """
     a about above after against all also an and any are as at be been being below between both
     but by can could did do does doing down during each few for from further had has have having
     he her here hers him his how i if in into is it its itself just me more most my near next no
@@ -48,8 +48,8 @@ STOP_WORDS: frozenset[str] = frozenset(
     the their theirs them then there these they this those through to too under until up very
     was we were what when where which while who whom why will with would you your
     image images photo photos photograph picture pictures shot showing shows view
-    """.split()
-)
+"""
+STOP_WORDS: frozenset[str] = frozenset(_STOP_LIST.split())
 
 # Captions are processed in blocks when computing left-out scores, to bound the temporaries.
 _LEAVE_OUT_BLOCK = 65_536
@@ -153,9 +153,7 @@ def _take_rows(matrix: sparse.csr_array, rows: np.ndarray) -> sparse.csr_array:
     return matrix[rows]
 
 
-def own_pairs(
-    image_rows: np.ndarray, caption_images: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def own_pairs(image_rows: np.ndarray, caption_images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return (block row, block column) of every pair whose caption belongs to that image.
 
     `caption_images[j]` is the original image row of block column j; image rows may repeat.
@@ -213,7 +211,7 @@ class BowAnnotator(Annotator):
         captions = as_rows(caption_rows, self._captions.shape[0], "caption")
         image_vectors = _take_rows(self._images, images)
         caption_vectors = _take_rows(self._captions, captions)
-        # Densify only the smaller side (terms × rows), so memory is the block plus that slab.
+        # Densify only the smaller side (terms x rows), so memory is the block plus that slab.
         if len(images) <= len(captions):
             block = (caption_vectors @ image_vectors.T.toarray()).T
         else:
@@ -227,4 +225,3 @@ class BowAnnotator(Annotator):
     def prepared(self) -> bool:
         """Return whether `prepare` has run."""
         return self._captions is not None
-

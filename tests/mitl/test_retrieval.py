@@ -190,6 +190,13 @@ def test_retrieval_rejects_non_positive_k(matrix: np.ndarray, k: int) -> None:
         retrieve_t2i(FixedAnnotator(matrix), np.arange(3), k, n_images=23)
 
 
+class IgnoresTargets(FixedAnnotator):
+    """A faulty annotator that always scores every caption it knows."""
+
+    def similarity(self, image_rows: np.ndarray, caption_rows: np.ndarray) -> np.ndarray:
+        return self.matrix[image_rows]
+
+
 def test_retrieval_rejects_a_wrongly_shaped_block(matrix: np.ndarray) -> None:
-    with pytest.raises(ValueError, match="expected"):
-        retrieve_i2t(FixedAnnotator(matrix), np.arange(3), 2, n_captions=40)
+    with pytest.raises(ValueError, match=r"expected \(3, 40\)"):
+        retrieve_i2t(IgnoresTargets(matrix), np.arange(3), 2, n_captions=40)

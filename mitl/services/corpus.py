@@ -1,0 +1,71 @@
+"""Load a dataset into the pure `Corpus` that annotators read, with the id maps back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from django.core.files.storage import default_storage
+
+from annotation.models import Caption, Dataset, Image
+from mitl.annotators import Corpus
+
+
+@dataclass(frozen=True)
+class LoadedCorpus:
+    corpus: Corpus
+    image_pks: np.ndarray  # int64, row → Image pk
+    caption_pks: np.ndarray  # int64, row → Caption pk
+
+    def image_rows(self, pks: list[int]) -> np.ndarray:
+        return _rows_of(self.image_pks, pks)
+
+    def caption_rows(self, pks: list[int]) -> np.ndarray:
+        return _rows_of(self.caption_pks, pks)
+
+
+def corpus_load(*, dataset: Dataset) -> LoadedCorpus:
+    """Read images and valid captions in primary-key order (invalid captions are left out)."""
+    images = list(
+        Image.objects.filter(dataset=dataset).order_by("pk").values_list("pk", "ext_id", "file", "labels")
+    )
+    captions = list(
+        Caption.objects.filter(dataset=dataset, is_invalid=False)
+        .order_by("pk")
+        .values_list("pk", "ext_id", "text", "image_id")
+    )
+    image_pks = np.array([row[0] for row in images], dtype=np.int64)
+    row_of_image = {pk: row for row, pk in enumerate(image_pks.tolist())}
+    has_files = any(row[2] for row in images)
+    corpus = Corpus(
+        image_ids=np.array([row[1] for row in images], dtype=np.int64),
+        caption_ids=np.array([row[1] for row in captions], dtype=np.int64),
+        caption_texts=tuple(row[2] for row in captions),
+        caption_image=np.array([row_of_image[row[3]] for row in captions], dtype=np.int64),
+        image_paths=tuple(_local_path(row[2]) for row in images) if has_files else None,
+        image_labels=tuple(tuple(row[3]) for row in images),
+    )
+    return LoadedCorpus(
+        corpus=corpus,
+        image_pks=image_pks,
+        caption_pks=np.array([row[0] for row in captions], dtype=np.int64),
+    )
+
+
+def _local_path(name: str) -> str | None:
+    if not name:
+        return None
+    try:
+        return default_storage.path(name)
+    except NotImplementedError:  # remote storage: annotators that need pixels fetch them
+        return None
+
+
+def _rows_of(pks_by_row: np.ndarray, pks: list[int]) -> np.ndarray:
+    order = np.argsort(pks_by_row)
+    wanted = np.asarray(pks, dtype=np.int64)
+    positions = np.searchsorted(pks_by_row, wanted, sorter=order)
+    rows = order[np.clip(positions, 0, len(order) - 1)]
+    if len(wanted) and not np.array_equal(pks_by_row[rows], wanted):
+        raise KeyError("some items are not in the corpus (deleted or marked invalid)")
+    return rows

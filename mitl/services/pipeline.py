@@ -1,0 +1,162 @@
+"""The batch state machine: which stage runs next, and running one stage idempotently.
+
+    draft → retrieving → pooling → building → annotating → aggregating → released
+
+`retrieving`, `pooling`, `building` and `aggregating` run by themselves (Celery tasks
+chain them); `annotating` waits for people (or the simulated crowd) and ends when every
+HIT has its approved assignments, or when an admin closes it early. A state names the
+stage that runs next; a failed stage keeps its state and records the error, so running
+it again resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, F, Q
+
+from annotation.models import HIT, AssignmentStatus, Batch, BatchState, Dataset, MachineAnnotator
+from annotation.services import ServiceError
+from mitl.config import BatchConfig, parse_batch_config
+
+from .aggregate import verdicts_aggregate
+from .build import hits_build
+from .pool import candidates_pool
+from .progress import ProgressListener, StageTracker
+from .release import release_create
+from .retrieve import rankings_compute
+
+STAGE_ORDER: tuple[str, ...] = (
+    BatchState.DRAFT,
+    BatchState.RETRIEVING,
+    BatchState.POOLING,
+    BatchState.BUILDING,
+    BatchState.ANNOTATING,
+    BatchState.AGGREGATING,
+    BatchState.RELEASED,
+)
+AUTOMATIC_STAGES = frozenset(
+    {BatchState.RETRIEVING, BatchState.POOLING, BatchState.BUILDING, BatchState.AGGREGATING}
+)
+
+
+def batch_config(batch: Batch) -> BatchConfig:
+    return parse_batch_config(batch.config)
+
+
+def batch_create(*, dataset: Dataset, name: str, raw_config: Mapping[str, Any]) -> Batch:
+    """Validate the configuration and create a draft batch with its annotators."""
+    config = parse_batch_config(raw_config)
+    annotators = list(MachineAnnotator.objects.filter(name__in=config.annotators))
+    missing = sorted(set(config.annotators) - {a.name for a in annotators})
+    if missing:
+        raise ServiceError(
+            f"batch config: unknown annotator {missing[0]!r}; create it first "
+            "(python manage.py annotator_create) or fix the name"
+        )
+    n_images = dataset.images.count()
+    n_captions = dataset.captions.filter(is_invalid=False).count()
+    if config.n_image_queries > n_images or config.n_caption_queries > n_captions:
+        raise ServiceError(
+            f"batch config: dataset {dataset.name!r} has {n_images} images and {n_captions} "
+            f"valid captions, fewer than the {config.n_image_queries} image and "
+            f"{config.n_caption_queries} caption queries asked for"
+        )
+    with transaction.atomic():
+        batch = Batch.objects.create(dataset=dataset, name=name, config=config.to_json())
+        batch.annotators.set(annotators)
+    return batch
+
+
+def next_state(state: str) -> str:
+    return STAGE_ORDER[STAGE_ORDER.index(state) + 1]
+
+
+def batch_start(*, batch: Batch) -> Batch:
+    """Move a draft batch to retrieving and queue the automatic stages."""
+    from mitl.tasks import run_stage  # tasks import this module
+
+    with transaction.atomic():
+        updated = Batch.objects.filter(pk=batch.pk, state=BatchState.DRAFT).update(
+            state=BatchState.RETRIEVING
+        )
+        if not updated:
+            raise ServiceError(f"batch {batch.pk} has already started (state {batch.state})")
+        transaction.on_commit(lambda: run_stage.delay(batch.pk, BatchState.RETRIEVING))
+    batch.refresh_from_db()
+    return batch
+
+
+def stage_run(
+    *, batch_id: int, stage: str, listener: ProgressListener | None = None, force: bool = False
+) -> str:
+    """Run `stage` of the batch if it is the batch's current state; return the new state.
+
+    A stage the batch has already passed is a no-op (tasks may be delivered twice).
+    `force` closes the annotating stage even when some HITs still lack approved work.
+    """
+    batch = Batch.objects.select_related("dataset").get(pk=batch_id)
+    if STAGE_ORDER.index(batch.state) > STAGE_ORDER.index(stage):
+        return batch.state
+    if batch.state != stage:
+        raise ServiceError(f"batch {batch_id} is {batch.state}; it cannot run {stage} yet")
+    config = batch_config(batch)
+    tracker = StageTracker(batch=batch, stage=stage, listener=listener)
+    try:
+        if stage == BatchState.RETRIEVING:
+            rankings_compute(batch=batch, config=config, tracker=tracker)
+        elif stage == BatchState.POOLING:
+            candidates_pool(batch=batch, config=config, tracker=tracker)
+        elif stage == BatchState.BUILDING:
+            hits_build(batch=batch, config=config, tracker=tracker)
+        elif stage == BatchState.ANNOTATING:
+            missing = hits_missing_work(batch=batch)
+            if missing and not force:
+                return batch.state
+        elif stage == BatchState.AGGREGATING:
+            verdicts_aggregate(batch=batch, config=config, tracker=tracker)
+            release_create(batch=batch, config=config)
+        else:
+            raise ServiceError(f"{stage!r} is not a stage that can run")
+    except Exception as exc:
+        Batch.objects.filter(pk=batch_id).update(error=f"{stage}: {exc}")
+        raise
+    new_state = next_state(stage)
+    Batch.objects.filter(pk=batch_id, state=stage).update(state=new_state, error="")
+    return new_state
+
+
+def hits_missing_work(*, batch: Batch) -> int:
+    """Count the batch's HITs that have fewer approved assignments than they need."""
+    return (
+        HIT.objects.filter(batch=batch)
+        .annotate(
+            approved=Count("assignments", filter=Q(assignments__status=AssignmentStatus.APPROVED))
+        )
+        .filter(approved__lt=F("max_assignments"))
+        .count()
+    )
+
+
+def batch_run_until(
+    *, batch_id: int, until: str, listener: ProgressListener | None = None, force: bool = False
+) -> str:
+    """Run stages in this process until the batch reaches `until` or waits for people.
+
+    Starts a draft batch. Stops at `annotating` while HITs lack approved work (unless
+    `force`). Returns the state reached.
+    """
+    if until not in STAGE_ORDER:
+        raise ServiceError(f"unknown stage {until!r} (stages: {', '.join(STAGE_ORDER)})")
+    state = Batch.objects.values_list("state", flat=True).get(pk=batch_id)
+    if state == BatchState.DRAFT and until != BatchState.DRAFT:
+        Batch.objects.filter(pk=batch_id, state=BatchState.DRAFT).update(state=BatchState.RETRIEVING)
+        state = BatchState.RETRIEVING
+    while STAGE_ORDER.index(state) < STAGE_ORDER.index(until):
+        new_state = stage_run(batch_id=batch_id, stage=state, listener=listener, force=force)
+        if new_state == state:  # annotating, waiting for people
+            break
+        state = new_state
+    return state

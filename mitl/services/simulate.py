@@ -1,0 +1,128 @@
+"""Annotating stage, simulated: a crowd answers every open assignment from a known truth.
+
+The truth is the synthetic generator's (regenerated from the dataset's recorded seed), or
+a reference positive set in the ECCV format (`--oracle DIR`: in the set → YES, else NO).
+Answers go through the same submission service as the web UI, golden check included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from django.db.models import Count, Q
+
+from annotation.importers import parse_eccv_pairs
+from annotation.models import HIT, Batch, Worker
+from annotation.services import (
+    ACTIVE_STATUSES,
+    AnswerInput,
+    ServiceError,
+    SubmissionResult,
+    assignment_create,
+    assignment_submit,
+    worker_simulated_get_or_create,
+)
+from mitl import synthetic
+from mitl.config import BatchConfig
+from mitl.simulation import WorkerProfile, answer, crowd_profiles, oracle_truth
+
+from .progress import StageTracker
+
+TruthFn = Callable[[int, int], synthetic.Truth]  # (image ext id, caption ext id) → truth
+
+
+@dataclass(frozen=True)
+class SimulationSummary:
+    assignments: int
+    approved: int
+    flagged: int
+
+
+def truth_source(*, batch: Batch, oracle_dir: Path | None) -> TruthFn:
+    """Return how the simulated crowd knows the answer for this batch's dataset."""
+    if oracle_dir is not None:
+        pairs = parse_eccv_pairs(oracle_dir / "image_to_caption.json", oracle_dir / "caption_to_image.json")
+        return lambda image, caption: oracle_truth((image, caption) in pairs)
+    params = batch.dataset.meta.get("synthetic")
+    if not params:
+        raise ServiceError(
+            f"dataset {batch.dataset.name!r} is not synthetic, so there is no known truth: pass "
+            "--oracle DIR with image_to_caption.json and caption_to_image.json"
+        )
+    generated = synthetic.generate(
+        n_images=params["n_images"], seed=params["seed"], captions_per_image=params["captions_per_image"]
+    )
+    return lambda image, caption: synthetic.judge(generated.scene(image), generated.caption(caption))
+
+
+def crowd_simulate(
+    *,
+    batch: Batch,
+    config: BatchConfig,
+    tracker: StageTracker,
+    n_workers: int = 12,
+    careless_share: float = 0.1,
+    error_rate: float | None = None,
+    oracle_dir: Path | None = None,
+    seed: int = 0,
+) -> SimulationSummary:
+    """Fill every open assignment slot of the batch's HITs with simulated work."""
+    truth = truth_source(batch=batch, oracle_dir=oracle_dir)
+    if n_workers < config.assignments_per_hit:
+        raise ServiceError(
+            f"{n_workers} simulated workers cannot fill {config.assignments_per_hit} assignments per HIT"
+        )
+    accuracy = (0.85, 0.98) if error_rate is None else (1 - error_rate, 1 - error_rate)
+    profiles = crowd_profiles(n_workers, careless_share=careless_share, accuracy_range=accuracy, seed=seed)
+    workers = [
+        worker_simulated_get_or_create(name=p.name, profile={"accuracy": p.accuracy, "careless": p.careless})
+        for p in profiles
+    ]
+    rng = np.random.default_rng([seed, batch.pk])
+    hits = list(
+        HIT.objects.filter(batch=batch)
+        .annotate(active=Count("assignments", filter=Q(assignments__status__in=ACTIVE_STATUSES)))
+        .order_by("index")
+    )
+    tracker.start(len(hits))
+    approved = flagged = 0
+    for hit in hits:
+        taken = set(hit.assignments.values_list("worker_id", flat=True))
+        free = [i for i, worker in enumerate(workers) if worker.pk not in taken and not worker.is_blocked]
+        open_slots = min(hit.max_assignments - hit.active, len(free))
+        for index in rng.choice(free, size=max(open_slots, 0), replace=False):
+            result = _work_on(hit, workers[index], profiles[index], truth, rng, config.followups)
+            approved += result.assignment.status == "approved"
+            flagged += result.assignment.flagged
+        tracker.advance()
+    tracker.finish()
+    return SimulationSummary(assignments=approved + flagged, approved=approved, flagged=flagged)
+
+
+def _work_on(
+    hit: HIT,
+    worker: Worker,
+    profile: WorkerProfile,
+    truth: TruthFn,
+    rng: np.random.Generator,
+    followups: bool,
+) -> SubmissionResult:
+    assignment = assignment_create(hit=hit, worker=worker)
+    items = hit.items.select_related("image", "caption").order_by("position")
+    answers = []
+    for item in items:
+        given = answer(truth(item.image.ext_id, item.caption.ext_id), profile, rng, followups=followups)
+        answers.append(
+            AnswerInput(
+                item_id=item.pk,
+                level=given.level.value,
+                shortcomings=given.shortcomings,
+                wrong_concepts=given.wrong_concepts,
+                other_text=given.other_text,
+                elapsed_ms=given.elapsed_ms,
+            )
+        )
+    return assignment_submit(assignment=assignment, answers=answers, followups_required=followups)
