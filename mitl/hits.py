@@ -8,9 +8,9 @@ from enum import StrEnum
 
 import numpy as np
 
-# Draws before giving up on one query when looking for a golden negative; a query whose
-# every target is excluded is rare, and the packer then tries another query of the HIT.
-_NEGATIVE_DRAWS_PER_QUERY = 64
+# Random draws before listing the allowed choices exactly: nearly every draw is allowed in
+# a real dataset, so listing (linear in the dataset) is the rare fallback.
+_DRAWS_BEFORE_LISTING = 64
 
 
 class Role(StrEnum):
@@ -74,14 +74,12 @@ def pack_hits(
     hits: list[list[ItemSpec]] = []
     for start in range(0, len(order), plan.hit_size):
         chunk = order[start : start + plan.hit_size]
-        items = [
-            ItemSpec(Role.TASK, *candidate_pairs[i], candidate_index=int(i)) for i in chunk
-        ]
+        items = [ItemSpec(Role.TASK, *candidate_pairs[i], candidate_index=int(i)) for i in chunk]
         on_page = {(item.image_id, item.caption_id) for item in items}
         items += _golden_positives(rng, golden_tp_pairs, plan.golden_tp, on_page)
         queries = [candidate_queries[i] for i in chunk]
         items += [
-            _golden_negative(rng, queries, negatives, image_ids, caption_ids)
+            _golden_negative(rng, queries, negatives, image_ids, caption_ids, on_page)
             for _ in range(plan.golden_tn)
         ]
         hits.append([items[i] for i in rng.permutation(len(items))])
@@ -95,15 +93,18 @@ def _golden_positives(
     on_page: set[tuple[int, int]],
 ) -> list[ItemSpec]:
     chosen: list[ItemSpec] = []
-    for _ in range(count * 8):
-        if len(chosen) == count:
-            break
-        pair = pairs[int(rng.integers(len(pairs)))]
-        if pair not in on_page:
-            on_page.add(pair)
-            chosen.append(ItemSpec(Role.GOLDEN_TP, *pair))
-    if len(chosen) < count:
-        raise PackingError(f"could not find {count} distinct golden true positives for a HIT")
+    for _ in range(count):
+        draws = (pairs[int(rng.integers(len(pairs)))] for _ in range(_DRAWS_BEFORE_LISTING))
+        pair = next((p for p in draws if p not in on_page), None)
+        if pair is None:  # nearly every original pair is on the page: list the others
+            allowed = [p for p in pairs if p not in on_page]
+            if not allowed:
+                raise PackingError(
+                    f"could not find {count} distinct golden true positives for a HIT"
+                )
+            pair = allowed[int(rng.integers(len(allowed)))]
+        on_page.add(pair)
+        chosen.append(ItemSpec(Role.GOLDEN_TP, *pair))
     return chosen
 
 
@@ -113,18 +114,39 @@ def _golden_negative(
     negatives: Mapping[int, NegativeSource],
     image_ids: np.ndarray,
     caption_ids: np.ndarray,
+    on_page: set[tuple[int, int]],
 ) -> ItemSpec:
+    """Draw a golden negative for one of `queries` that is not already on the page.
+
+    Rejection sampling is fast when most targets are allowed; when it keeps missing, the
+    allowed targets are listed exactly, so a HIT fails only when no negative exists at all.
+    """
     for query in rng.permutation(np.asarray(queries)):
         source = negatives[int(query)]
         universe = caption_ids if source.direction == "i2t" else image_ids
-        for _ in range(_NEGATIVE_DRAWS_PER_QUERY):
-            target = int(universe[int(rng.integers(len(universe)))])
-            if target in source.excluded:
+        draws = (
+            int(universe[int(rng.integers(len(universe)))]) for _ in range(_DRAWS_BEFORE_LISTING)
+        )
+        target = next((t for t in draws if _allowed(source, t, on_page)), None)
+        if target is None:
+            allowed = [int(t) for t in universe if _allowed(source, int(t), on_page)]
+            if not allowed:
                 continue
-            if source.direction == "i2t":
-                return ItemSpec(Role.GOLDEN_TN, source.item_id, target)
-            return ItemSpec(Role.GOLDEN_TN, target, source.item_id)
+            target = allowed[int(rng.integers(len(allowed)))]
+        pair = _oriented(source, target)
+        on_page.add(pair)
+        return ItemSpec(Role.GOLDEN_TN, *pair)
     raise PackingError(
         "no golden true negative found: every target of this HIT's queries is in some "
-        "annotator's top ranks (raise the dataset size or lower golden_negative_depth)"
+        "annotator's top ranks, a known positive, or already on the page (raise the dataset "
+        "size or lower golden_negative_depth)"
     )
+
+
+def _oriented(source: NegativeSource, target: int) -> tuple[int, int]:
+    """Return the (image id, caption id) pair of a query item and one of its targets."""
+    return (source.item_id, target) if source.direction == "i2t" else (target, source.item_id)
+
+
+def _allowed(source: NegativeSource, target: int, on_page: set[tuple[int, int]]) -> bool:
+    return target not in source.excluded and _oriented(source, target) not in on_page

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mitl import retrieval
 from mitl.annotators.base import Annotator, Corpus
 from mitl.retrieval import TopK, retrieve_i2t, retrieve_t2i, topk_rows
 
@@ -61,6 +62,17 @@ def test_topk_matches_full_sort_on_continuous_scores(k: int) -> None:
     rng = np.random.default_rng(7)
     scores = rng.standard_normal((9, 50)).astype(np.float32)
     assert_same(topk_rows(scores, k), brute_force(scores, k))
+
+
+@pytest.mark.parametrize("budget", [1, 40, 95])
+def test_topk_is_the_same_in_small_row_batches(
+    monkeypatch: pytest.MonkeyPatch, budget: int
+) -> None:
+    monkeypatch.setattr(retrieval, "_RANK_BATCH_ENTRIES", budget)
+    rng = np.random.default_rng(11)
+    scores = rng.integers(-2, 3, size=(19, 31)).astype(np.float64)
+    assert_same(topk_rows(scores.T, 4), brute_force(scores.T, 4))
+    assert_same(topk_rows(scores, 31), brute_force(scores, 31))
 
 
 def test_topk_orders_negative_zero_and_infinities() -> None:

@@ -1,0 +1,19 @@
+# Production-like image for the web server and the Celery workers.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /app
+
+COPY pyproject.toml README.md ./
+COPY config ./config
+COPY annotation ./annotation
+COPY mitl ./mitl
+COPY api ./api
+COPY frontend ./frontend
+COPY manage.py ./
+RUN pip install --no-cache-dir .
+
+RUN useradd --create-home mitl && mkdir -p /app/var && chown mitl /app/var
+USER mitl
+EXPOSE 8000
+CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]

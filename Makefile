@@ -1,0 +1,41 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+# torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
+TORCH_PINS := torch==2.14.1 torchvision==0.29.1
+
+.PHONY: install migrate demo test test-services serve worker bench lint clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet $(TORCH_PINS)
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(PY) manage.py migrate --noinput -v0
+
+demo: migrate
+	$(PY) manage.py demo
+
+test: install
+	$(PY) -m pytest
+
+serve: migrate
+	$(PY) manage.py runserver 127.0.0.1:8000
+
+worker: install
+	$(VENV)/bin/celery -A config worker --loglevel info
+
+bench: install
+	$(PY) benchmarks/bench_hit_building.py
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf var .pytest_cache .ruff_cache

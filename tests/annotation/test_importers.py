@@ -1,0 +1,410 @@
+"""Dataset and positive-set imports: what a good file creates, and what a bad file leaves behind.
+
+A bad file must raise ImportFileError naming the file, line and field, and leave nothing
+behind: no dataset row and no stored image file under MEDIA_ROOT.
+"""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from PIL import Image as PILImage
+
+from annotation.importers import ImportFileError, parse_captions_tsv
+from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
+from annotation.services import ServiceError, dataset_import_tsv, positives_import_eccv
+
+pytestmark = pytest.mark.django_db
+
+HEADER = "caption_id\timage_id\tfile_name\tcaption"
+GOOD_ROWS = [
+    "11\t1\ta.png\tA red circle on the left.",
+    "12\t1\ta.png\tTwo circles.",
+    "21\t2\tb.png\tA blue square.",
+    "22\t2\tb.png\tA square in the middle.",
+    "31\t3\tsub/c.png\tThree green stars.",
+]
+COLORS = {"a.png": "red", "b.png": "blue", "sub/c.png": "green"}
+COCO_TSV = Path("/work/shared/data/coco5k/captions.tsv")
+ECCV_DATA = Path(__import__("eccv_caption").__file__).parent / "data"
+
+
+def write_tsv(path: Path, rows: list[str], header: str = HEADER) -> Path:
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def write_png(path: Path, color: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    PILImage.new("RGB", (4, 4), color).save(path)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    """captions.tsv, labels.json and images/ for three images (one in a subfolder)."""
+    folder = tmp_path / "input"
+    folder.mkdir()
+    write_tsv(folder / "captions.tsv", GOOD_ROWS)
+    for name, color in COLORS.items():
+        write_png(folder / "images" / name, color)
+    (folder / "labels.json").write_text(json.dumps({"1": ["circle", "circle"], "2": ["square"]}))
+    return folder
+
+
+def stored_files() -> list[Path]:
+    root = Path(settings.MEDIA_ROOT)
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def assert_nothing_left() -> None:
+    assert Dataset.objects.count() == 0
+    assert Image.objects.count() == 0
+    assert Caption.objects.count() == 0
+    assert PositiveSet.objects.count() == 0
+    assert stored_files() == []
+
+
+def import_files(folder: Path, *, name: str = "tiny", images: bool = True, labels: bool = True):
+    return dataset_import_tsv(
+        name=name,
+        captions_path=folder / "captions.tsv",
+        images_dir=folder / "images" if images else None,
+        labels_path=folder / "labels.json" if labels else None,
+    )
+
+
+# --- good imports ----------------------------------------------------------------------
+
+
+def test_tsv_with_images_imports_images_captions_and_labels(files):
+    dataset = import_files(files)
+
+    images = {image.ext_id: image for image in dataset.images.all()}
+    assert set(images) == {1, 2, 3}
+    assert images[3].file_name == "sub/c.png"
+    assert images[1].labels == ["circle"]  # sorted, without repeats
+    assert images[3].labels == []  # no labels given for image 3
+    for image in images.values():
+        stored = Path(image.file.path)
+        assert stored.is_relative_to(Path(settings.MEDIA_ROOT) / "images" / "tiny")
+        assert stored.read_bytes() == (files / "images" / image.file_name).read_bytes()
+    assert len(stored_files()) == 3
+
+    captions = {c.ext_id: c for c in dataset.captions.select_related("image")}
+    assert set(captions) == {11, 12, 21, 22, 31}
+    assert captions[11].text == "A red circle on the left."
+    assert {ext: c.image.ext_id for ext, c in captions.items()} == {
+        11: 1,
+        12: 1,
+        21: 2,
+        22: 2,
+        31: 3,
+    }
+    assert not any(c.is_invalid for c in captions.values())
+
+
+def test_import_makes_an_original_positive_set_with_one_pair_per_caption(files):
+    dataset = import_files(files)
+
+    original = PositiveSet.objects.get(dataset=dataset)
+    assert (original.name, original.source) == ("original", "original")
+    pairs = list(original.pairs.values_list("image__ext_id", "caption__ext_id"))
+    assert sorted(pairs) == [(1, 11), (1, 12), (2, 21), (2, 22), (3, 31)]
+
+
+def test_text_only_import_keeps_file_names_but_stores_no_file(files):
+    dataset = import_files(files, images=False, labels=False)
+
+    assert dataset.images.count() == 3
+    assert dataset.captions.count() == 5
+    assert PositivePair.objects.filter(positive_set__dataset=dataset).count() == 5
+    assert sorted(dataset.images.values_list("file_name", flat=True)) == ["a.png", "b.png", "sub/c.png"]
+    assert set(dataset.images.values_list("file", flat=True)) == {""}
+    assert stored_files() == []
+
+
+def test_text_only_import_does_not_need_the_image_files(tmp_path):
+    tsv = write_tsv(tmp_path / "captions.tsv", ["1\t7\tnowhere.jpg\tA caption."])
+    dataset = dataset_import_tsv(name="text", captions_path=tsv)
+    assert list(dataset.captions.values_list("ext_id", "image__ext_id")) == [(1, 7)]
+
+
+def test_import_reports_progress_per_image(files):
+    calls = []
+    dataset_import_tsv(
+        name="tiny",
+        captions_path=files / "captions.tsv",
+        progress=lambda done, total: calls.append((done, total)),
+    )
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+
+
+# --- bad captions files ------------------------------------------------------------------
+
+
+BAD_TSVS = {
+    "wrong header": (
+        ["11\t1\ta.png\tA caption."],
+        "caption_id\timage_id\tcaption\tfile_name",
+        1,
+        "header",
+    ),
+    "non-integer caption id": (GOOD_ROWS + ["4x\t3\tsub/c.png\tA star."], HEADER, 7, "caption_id"),
+    "non-integer image id": (GOOD_ROWS + ["41\tthree\tsub/c.png\tA star."], HEADER, 7, "image_id"),
+    "negative image id": (GOOD_ROWS + ["41\t-3\tsub/c.png\tA star."], HEADER, 7, "image_id"),
+    "duplicate caption id": (GOOD_ROWS + ["12\t3\tsub/c.png\tA star."], HEADER, 7, "caption_id"),
+    "image id with two file names": (
+        GOOD_ROWS + ["41\t1\tother.png\tA star."],
+        HEADER,
+        7,
+        "file_name",
+    ),
+    "empty caption": (GOOD_ROWS + ["41\t3\tsub/c.png\t   "], HEADER, 7, "caption"),
+    "missing field": (GOOD_ROWS + ["41\t3\tA star."], HEADER, 7, "fields"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TSVS))
+def test_bad_captions_file_is_refused_naming_file_line_and_field(files, case):
+    rows, header, line, field = BAD_TSVS[case]
+    write_tsv(files / "captions.tsv", rows, header=header)
+
+    with pytest.raises(ImportFileError) as info:
+        import_files(files)
+
+    message = str(info.value)
+    assert message.startswith(f"{files / 'captions.tsv'}:{line}:")
+    assert field in message
+    assert_nothing_left()
+
+
+def test_duplicate_caption_id_names_the_earlier_line(tmp_path):
+    tsv = write_tsv(tmp_path / "c.tsv", ["5\t1\ta\tone", "6\t1\ta\ttwo", "5\t2\tb\tthree"])
+    with pytest.raises(ImportFileError, match=r"c\.tsv:4: caption_id 5 repeats line 2"):
+        parse_captions_tsv(tsv)
+
+
+def test_captions_file_without_rows_is_refused(tmp_path):
+    tsv = write_tsv(tmp_path / "c.tsv", [])
+    with pytest.raises(ImportFileError, match="no caption rows"):
+        dataset_import_tsv(name="empty", captions_path=tsv)
+    assert_nothing_left()
+
+
+def test_missing_captions_file_is_refused(tmp_path):
+    with pytest.raises(ImportFileError, match="cannot open"):
+        dataset_import_tsv(name="missing", captions_path=tmp_path / "nope.tsv")
+    assert_nothing_left()
+
+
+# --- bad image files (the bad one comes last, after good ones that could be stored) -------
+
+
+def test_missing_image_file_is_refused_and_nothing_is_stored(files):
+    (files / "images" / "sub" / "c.png").unlink()
+    with pytest.raises(ImportFileError) as info:
+        import_files(files)
+    assert "sub/c.png" in str(info.value)
+    assert "image_id 3" in str(info.value)
+    assert_nothing_left()
+
+
+def test_file_that_is_not_an_image_is_refused_and_nothing_is_stored(files):
+    (files / "images" / "sub" / "c.png").write_text("not a picture")
+    with pytest.raises(ImportFileError) as info:
+        import_files(files)
+    assert "sub/c.png" in str(info.value)
+    assert "not a readable image" in str(info.value)
+    assert_nothing_left()
+
+
+@pytest.mark.parametrize("file_name", ["../x.png", "sub/../../x.png"])
+def test_file_name_escaping_the_image_folder_is_refused(files, file_name):
+    write_png(files / "x.png", "red")  # exists, so only the escape is wrong
+    write_tsv(files / "captions.tsv", [*GOOD_ROWS, f"41\t4\t{file_name}\tA red square."])
+    with pytest.raises(ImportFileError) as info:
+        import_files(files)
+    assert file_name in str(info.value)
+    assert "escapes" in str(info.value)
+    assert_nothing_left()
+
+
+def test_labels_of_an_unknown_image_are_refused(files):
+    (files / "labels.json").write_text(json.dumps({"1": ["circle"], "9": ["star"]}))
+    with pytest.raises(ImportFileError) as info:
+        import_files(files)
+    assert str(files / "labels.json") in str(info.value)
+    assert "9" in str(info.value)
+    assert_nothing_left()
+
+
+def test_labels_that_are_not_a_list_of_strings_are_refused(files):
+    (files / "labels.json").write_text(json.dumps({"1": "circle"}))
+    with pytest.raises(ImportFileError, match="labels of image 1"):
+        import_files(files)
+    assert_nothing_left()
+
+
+def test_failure_after_storing_files_removes_them_and_every_row(files, monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(PositivePair.objects, "bulk_create", fail)
+    with pytest.raises(RuntimeError, match="disk full"):
+        import_files(files)
+    assert_nothing_left()
+
+
+def test_duplicate_dataset_name_is_refused_and_the_first_is_kept(files):
+    first = import_files(files)
+    with pytest.raises(ServiceError, match="already exists"):
+        import_files(files)
+    assert list(Dataset.objects.all()) == [first]
+    assert Caption.objects.count() == 5
+    assert len(stored_files()) == 3
+
+
+# --- positive sets in the ECCV format -----------------------------------------------------
+
+
+def write_eccv(folder: Path, i2t: dict, t2i: dict) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    i2t_path, t2i_path = folder / "image_to_caption.json", folder / "caption_to_image.json"
+    i2t_path.write_text(json.dumps(i2t))
+    t2i_path.write_text(json.dumps(t2i))
+    return i2t_path, t2i_path
+
+
+def imported_pairs(positive_set: PositiveSet) -> set[tuple[int, int]]:
+    return set(positive_set.pairs.values_list("image__ext_id", "caption__ext_id"))
+
+
+def test_eccv_positives_import_the_union_of_both_files(files, tmp_path):
+    dataset = import_files(files, images=False)
+    i2t, t2i = write_eccv(
+        tmp_path / "eccv",
+        {"1": [11, 21], "2": [21]},  # (1, 21) is new, (2, 21) is also in t2i
+        {"21": [2], "31": [1, 3], "12": []},
+    )
+
+    positive_set = positives_import_eccv(dataset=dataset, label="eccv", i2t_path=i2t, t2i_path=t2i)
+
+    assert positive_set.source == "imported"
+    assert imported_pairs(positive_set) == {(1, 11), (1, 21), (2, 21), (1, 31), (3, 31)}
+    assert positive_set.pairs.count() == 5  # (2, 21) from both files is stored once
+
+
+@pytest.mark.parametrize(
+    ("i2t", "t2i", "unknown"),
+    [
+        ({"9": [11]}, {}, "unknown image ids (first 9)"),
+        ({"1": [99]}, {}, "unknown caption ids (first 99)"),
+        ({}, {"98": [1]}, "unknown caption ids (first 98)"),
+        ({}, {"11": [8]}, "unknown image ids (first 8)"),
+    ],
+)
+def test_eccv_positives_with_unknown_ids_are_refused(files, tmp_path, i2t, t2i, unknown):
+    dataset = import_files(files, images=False)
+    paths = write_eccv(tmp_path / "eccv", {"1": [11], **i2t}, t2i)
+    with pytest.raises(ImportFileError, match=unknown.replace("(", r"\(").replace(")", r"\)")):
+        positives_import_eccv(dataset=dataset, label="eccv", i2t_path=paths[0], t2i_path=paths[1])
+    assert list(dataset.positive_sets.values_list("name", flat=True)) == ["original"]
+
+
+def test_eccv_positives_with_a_non_integer_id_name_the_file(files, tmp_path):
+    dataset = import_files(files, images=False)
+    i2t, t2i = write_eccv(tmp_path / "eccv", {"1": ["eleven"]}, {})
+    with pytest.raises(ImportFileError) as info:
+        positives_import_eccv(dataset=dataset, label="eccv", i2t_path=i2t, t2i_path=t2i)
+    assert str(i2t) in str(info.value)
+    assert "'eleven'" in str(info.value)
+
+
+def test_eccv_positives_with_invalid_json_name_file_and_line(files, tmp_path):
+    dataset = import_files(files, images=False)
+    i2t, t2i = write_eccv(tmp_path / "eccv", {}, {})
+    t2i.write_text('{\n "11": [1],\n oops\n}')
+    with pytest.raises(ImportFileError, match=rf"{t2i}:3: invalid JSON"):
+        positives_import_eccv(dataset=dataset, label="eccv", i2t_path=i2t, t2i_path=t2i)
+
+
+def test_eccv_positive_set_name_is_unique_per_dataset(files, tmp_path):
+    dataset = import_files(files, images=False)
+    i2t, t2i = write_eccv(tmp_path / "eccv", {"1": [11]}, {})
+    positives_import_eccv(dataset=dataset, label="cxc", i2t_path=i2t, t2i_path=t2i)
+    with pytest.raises(ServiceError, match="already has a positive set named 'cxc'"):
+        positives_import_eccv(dataset=dataset, label="cxc", i2t_path=i2t, t2i_path=t2i)
+    with pytest.raises(ServiceError):
+        positives_import_eccv(dataset=dataset, label="original", i2t_path=i2t, t2i_path=t2i)
+
+
+# --- command line --------------------------------------------------------------------------
+
+
+def test_import_dataset_command_refuses_a_bad_file_with_a_command_error(files):
+    write_tsv(files / "captions.tsv", ["x\t1\ta.png\tA caption."])
+    with pytest.raises(CommandError, match=r"captions\.tsv:2: caption_id"):
+        call_command("import_dataset", "tiny", "--captions", str(files / "captions.tsv"))
+    assert_nothing_left()
+
+
+def test_import_dataset_command_records_the_synthetic_meta(synthetic_files):
+    out = StringIO()
+    call_command(
+        "import_dataset",
+        "synth",
+        "--captions",
+        str(synthetic_files / "captions.tsv"),
+        "--labels",
+        str(synthetic_files / "labels.json"),
+        "--synthetic-meta",
+        str(synthetic_files / "synthetic.json"),
+        stdout=out,
+    )
+    dataset = Dataset.objects.get(name="synth")
+    assert dataset.meta["synthetic"]["n_images"] == 40
+    assert out.getvalue().strip() == "imported dataset 'synth': 40 images, 200 captions"
+
+
+def test_coco5k_imports_text_only_from_the_command_line_with_its_reference_sets():
+    out = StringIO()
+    call_command("import_dataset", "coco5k", "--captions", str(COCO_TSV), stdout=out)
+    assert out.getvalue().strip() == "imported dataset 'coco5k': 5000 images, 25000 captions"
+
+    dataset = Dataset.objects.get(name="coco5k")
+    first = dataset.captions.select_related("image").get(ext_id=770337)
+    assert first.image.ext_id == 391895
+    assert first.image.file_name == "COCO_val2014_000000391895.jpg"
+    assert first.text == "A man with a red helmet on a small moped on a dirt road."
+    assert stored_files() == []
+
+    def import_reference(label: str, source: str) -> str:
+        out = StringIO()
+        call_command(
+            "import_positives",
+            "coco5k",
+            "--source",
+            label,
+            "--i2t",
+            str(ECCV_DATA / f"{source}_image_to_caption.json"),
+            "--t2i",
+            str(ECCV_DATA / f"{source}_caption_to_image.json"),
+            stdout=out,
+        )
+        return out.getvalue().strip()
+
+    # The package's own COCO positives are exactly the caption-to-image links we imported.
+    assert import_reference("coco", "original") == "imported positive set 'coco': 25000 pairs"
+    original = PositiveSet.objects.get(dataset=dataset, name="original")
+    assert imported_pairs(PositiveSet.objects.get(name="coco")) == imported_pairs(original)
+    assert original.pairs.count() == 25000
+
+    # ECCV Caption names two captions that are not among the 25,000: refused as a whole.
+    with pytest.raises(CommandError, match=r"2 unknown caption ids \(first 144675\)"):
+        import_reference("eccv", "eccv")
+    assert not PositiveSet.objects.filter(name="eccv").exists()

@@ -1,0 +1,88 @@
+"""The golden check: a known match needs a YES answer, a known mismatch a NO answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from mitl.hits import Role
+from mitl.judgements import Level
+from mitl.quality import golden_check
+
+
+@pytest.mark.parametrize(
+    ("role", "level", "passed"),
+    [
+        ("golden_tp", Level.YES, True),
+        ("golden_tp", Level.WEAK_YES, True),
+        ("golden_tp", Level.WEAK_NO, False),
+        ("golden_tp", Level.NO, False),
+        ("golden_tn", Level.YES, False),
+        ("golden_tn", Level.WEAK_YES, False),
+        ("golden_tn", Level.WEAK_NO, True),
+        ("golden_tn", Level.NO, True),
+    ],
+)
+def test_a_golden_passes_only_with_an_answer_on_its_side(role, level, passed):
+    result = golden_check([(role, 0, level)])
+    assert result.passed is passed
+    assert len(result.failures) == (0 if passed else 1)
+
+
+@pytest.mark.parametrize("level", list(Level))
+def test_task_answers_never_fail_the_check(level):
+    result = golden_check([("task", 3, level)])
+    assert result.passed
+    assert result.failures == ()
+
+
+def test_no_answers_pass():
+    assert golden_check([]).passed
+
+
+def test_failure_messages_give_one_based_positions_and_the_answer():
+    result = golden_check(
+        [
+            ("task", 0, Level.NO),
+            ("golden_tp", 4, Level.WEAK_NO),
+            ("golden_tn", 0, Level.WEAK_YES),
+            ("golden_tn", 17, Level.NO),
+        ]
+    )
+    assert not result.passed
+    assert len(result.failures) == 2
+    tp_failure, tn_failure = result.failures
+    assert "pair 5 " in tp_failure
+    assert "known match" in tp_failure
+    assert Level.WEAK_NO.value in tp_failure
+    assert "pair 1 " in tn_failure
+    assert "known mismatch" in tn_failure
+    assert Level.WEAK_YES.value in tn_failure
+
+
+def test_every_failed_golden_is_reported_in_answer_order():
+    answers = [("golden_tn", position, Level.YES) for position in (9, 2, 6)]
+    result = golden_check(answers)
+    assert [failure.split()[1] for failure in result.failures] == ["10", "3", "7"]
+
+
+def test_one_failed_golden_fails_the_hit_even_when_others_pass():
+    result = golden_check(
+        [
+            ("golden_tp", 0, Level.YES),
+            ("golden_tp", 1, Level.YES),
+            ("golden_tn", 2, Level.NO),
+            ("golden_tn", 3, Level.YES),
+        ]
+    )
+    assert not result.passed
+    assert len(result.failures) == 1
+
+
+def test_roles_from_the_packer_are_understood():
+    result = golden_check([(Role.GOLDEN_TP, 0, Level.NO), (Role.GOLDEN_TN, 1, Level.YES)])
+    assert len(result.failures) == 2
+
+
+def test_a_generator_of_answers_is_accepted():
+    answers = (("golden_tp", i, Level.NO) for i in range(3))
+    assert len(golden_check(answers).failures) == 3
