@@ -47,7 +47,8 @@ def parse_captions_tsv(path: Path) -> list[CaptionRow]:
                 continue
             if len(fields) != len(TSV_COLUMNS):
                 raise ImportFileError(
-                    f"{path}:{line}: expected {len(TSV_COLUMNS)} tab-separated fields, got {len(fields)}"
+                    f"{path}:{line}: expected {len(TSV_COLUMNS)} tab-separated fields, "
+                    f"got {len(fields)}"
                 )
             caption_id = _parse_id(path, line, "caption_id", fields[0])
             image_id = _parse_id(path, line, "image_id", fields[1])
@@ -56,7 +57,8 @@ def parse_captions_tsv(path: Path) -> list[CaptionRow]:
                 raise ImportFileError(f"{path}:{line}: field caption is empty")
             if caption_id in seen_captions:
                 raise ImportFileError(
-                    f"{path}:{line}: caption_id {caption_id} repeats line {seen_captions[caption_id]}"
+                    f"{path}:{line}: caption_id {caption_id} repeats line "
+                    f"{seen_captions[caption_id]}"
                 )
             if image_files.setdefault(image_id, file_name) != file_name:
                 raise ImportFileError(

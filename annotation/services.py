@@ -92,7 +92,12 @@ def dataset_import_tsv(
             pk_of = dict(Image.objects.filter(dataset=dataset).values_list("ext_id", "pk"))
             Caption.objects.bulk_create(
                 [
-                    Caption(dataset=dataset, ext_id=r.caption_id, image_id=pk_of[r.image_id], text=r.text)
+                    Caption(
+                        dataset=dataset,
+                        ext_id=r.caption_id,
+                        image_id=pk_of[r.image_id],
+                        text=r.text,
+                    )
                     for r in rows
                 ],
                 batch_size=2000,
@@ -130,7 +135,9 @@ def _image_sources(images: dict[int, str], images_dir: Path) -> dict[int, Path]:
         if root not in path.parents:
             raise ImportFileError(f"{images_dir}: file_name {file_name!r} escapes the image folder")
         if not path.is_file():
-            raise ImportFileError(f"{images_dir}: image file {file_name!r} (image_id {image_id}) is missing")
+            raise ImportFileError(
+                f"{images_dir}: image file {file_name!r} (image_id {image_id}) is missing"
+            )
         try:
             with PILImage.open(path) as picture:
                 picture.verify()
@@ -140,7 +147,9 @@ def _image_sources(images: dict[int, str], images_dir: Path) -> dict[int, Path]:
     return sources
 
 
-def positives_import_eccv(*, dataset: Dataset, label: str, i2t_path: Path, t2i_path: Path) -> PositiveSet:
+def positives_import_eccv(
+    *, dataset: Dataset, label: str, i2t_path: Path, t2i_path: Path
+) -> PositiveSet:
     """Import an ECCV-format pair of files as an `imported` positive set named `label`."""
     if PositiveSet.objects.filter(dataset=dataset, name=label).exists():
         raise ServiceError(f"dataset {dataset.name!r} already has a positive set named {label!r}")
@@ -154,7 +163,9 @@ def positives_import_eccv(*, dataset: Dataset, label: str, i2t_path: Path, t2i_p
         if unknown_images:
             parts.append(f"{len(unknown_images)} unknown image ids (first {unknown_images[0]})")
         if unknown_captions:
-            parts.append(f"{len(unknown_captions)} unknown caption ids (first {unknown_captions[0]})")
+            parts.append(
+                f"{len(unknown_captions)} unknown caption ids (first {unknown_captions[0]})"
+            )
         raise ImportFileError(
             f"{i2t_path} / {t2i_path}: {' and '.join(parts)} in dataset {dataset.name!r}"
         )
@@ -164,7 +175,9 @@ def positives_import_eccv(*, dataset: Dataset, label: str, i2t_path: Path, t2i_p
         )
         PositivePair.objects.bulk_create(
             [
-                PositivePair(positive_set=positive_set, image_id=image_pk[i], caption_id=caption_pk[c])
+                PositivePair(
+                    positive_set=positive_set, image_id=image_pk[i], caption_id=caption_pk[c]
+                )
                 for i, c in sorted(pairs)
             ],
             batch_size=5000,
@@ -251,7 +264,9 @@ def assignment_submit(
         locked.save(
             update_fields=["submitted_at", "golden_passed", "status", "reviewed_at", "flagged"]
         )
-    return SubmissionResult(assignment=locked, judgements=judgements, golden_failures=result.failures)
+    return SubmissionResult(
+        assignment=locked, judgements=judgements, golden_failures=result.failures
+    )
 
 
 def _build_judgements(
@@ -297,7 +312,6 @@ def _build_judgements(
             )
         )
     return judgements
-
 
 
 def assignment_review(*, assignment: Assignment, approve: bool, feedback: str = "") -> Assignment:

@@ -72,25 +72,35 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
         if name in values:
             values[name] = _parse_int(name, values[name], low, high)
     if "followups" in values and not isinstance(values["followups"], bool):
-        raise ConfigError(f"batch config: `followups` must be true or false (got {values['followups']!r})")
+        raise ConfigError(
+            f"batch config: `followups` must be true or false (got {values['followups']!r})"
+        )
     rule = values.get("aggregation", "eccv")
     if rule not in AGGREGATION_RULES:
         raise ConfigError(
-            f"batch config: `aggregation` must be one of {', '.join(AGGREGATION_RULES)} (got {rule!r})"
+            f"batch config: `aggregation` must be one of {', '.join(AGGREGATION_RULES)} "
+            f"(got {rule!r})"
         )
     config = BatchConfig(**values)
     if config.n_image_queries + config.n_caption_queries == 0:
-        raise ConfigError("batch config: ask for at least one query (n_image_queries or n_caption_queries)")
+        raise ConfigError(
+            "batch config: ask for at least one query (n_image_queries or n_caption_queries)"
+        )
     if config.golden_negative_depth < config.k:
         raise ConfigError(
-            f"batch config: `golden_negative_depth` ({config.golden_negative_depth}) must be at least "
+            f"batch config: `golden_negative_depth` ({config.golden_negative_depth}) must be at "
+            "least "
             f"`k` ({config.k})"
         )
     return config
 
 
 def _parse_annotators(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list | tuple) or not value or not all(isinstance(v, str) for v in value):
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(isinstance(v, str) for v in value)
+    ):
         raise ConfigError(
             "batch config: `annotators` must be a non-empty list of annotator names (got "
             f"{value!r})"

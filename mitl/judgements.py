@@ -117,10 +117,14 @@ def validate_followups(
     other_text = other_text.strip()
     if level not in MIDDLE_LEVELS:
         if shortcoming_mask or concept_mask or other_text:
-            raise ValueError(f"follow-up answers are only for the middle levels, not {level.value!r}")
+            raise ValueError(
+                f"follow-up answers are only for the middle levels, not {level.value!r}"
+            )
         return 0, 0
     if required and not names:
-        raise ValueError("choose at least one shortcoming for a 'Partially YES' or 'Mostly NO' answer")
+        raise ValueError(
+            "choose at least one shortcoming for a 'Partially YES' or 'Mostly NO' answer"
+        )
     if concepts and "wrong_description" not in names:
         raise ValueError("wrong concepts need the shortcoming 'wrong_description'")
     if required and "wrong_description" in names and not concepts:

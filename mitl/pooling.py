@@ -46,7 +46,9 @@ def pool_candidates(ranked_lists: Iterable[RankedList], *, k: int) -> list[Poole
         for rank, (pair, score) in enumerate(zip(ranked.pairs[:k], ranked.scores[:k], strict=True)):
             candidate = by_pair.get(pair)
             if candidate is None:
-                candidate = PooledCandidate(image_id=pair[0], caption_id=pair[1], query_id=ranked.query_id)
+                candidate = PooledCandidate(
+                    image_id=pair[0], caption_id=pair[1], query_id=ranked.query_id
+                )
                 by_pair[pair] = candidate
             candidate.proposals.append(
                 ProposalSpec(

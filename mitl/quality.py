@@ -24,5 +24,7 @@ def golden_check(answers: Iterable[tuple[str, int, Level]]) -> GoldenResult:
         if role == "golden_tp" and level not in POSITIVE_LEVELS:
             failures.append(f"pair {position + 1} is a known match but was answered {level.value}")
         elif role == "golden_tn" and level in POSITIVE_LEVELS:
-            failures.append(f"pair {position + 1} is a known mismatch but was answered {level.value}")
+            failures.append(
+                f"pair {position + 1} is a known mismatch but was answered {level.value}"
+            )
     return GoldenResult(passed=not failures, failures=tuple(failures))

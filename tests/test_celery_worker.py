@@ -65,9 +65,20 @@ def worker(celery_queue: str, broker_url: str, tmp_path: Path) -> Iterator[subpr
     log = (tmp_path / "worker.log").open("w")
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
-            "--queues", celery_queue, "--without-gossip", "--without-mingle",
-            "--loglevel", "info",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "--pool",
+            "solo",
+            "--queues",
+            celery_queue,
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "info",
         ],
         cwd=ROOT,
         env=env,
@@ -118,7 +129,10 @@ def test_a_stage_delivered_twice_changes_nothing(batch, worker, tmp_path):
 
     batch_start(batch=batch)
     _wait_for_state(batch, BatchState.ANNOTATING, worker, tmp_path / "worker.log")
-    counts = (Candidate.objects.filter(batch=batch).count(), HIT.objects.filter(batch=batch).count())
+    counts = (
+        Candidate.objects.filter(batch=batch).count(),
+        HIT.objects.filter(batch=batch).count(),
+    )
 
     log = tmp_path / "worker.log"
     result = run_stage.delay(batch.pk, BatchState.POOLING)
@@ -129,4 +143,7 @@ def test_a_stage_delivered_twice_changes_nothing(batch, worker, tmp_path):
 
     batch.refresh_from_db()
     assert batch.state == BatchState.ANNOTATING
-    assert counts == (Candidate.objects.filter(batch=batch).count(), HIT.objects.filter(batch=batch).count())
+    assert counts == (
+        Candidate.objects.filter(batch=batch).count(),
+        HIT.objects.filter(batch=batch).count(),
+    )

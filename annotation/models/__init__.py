@@ -13,7 +13,16 @@ from .batch import (
 )
 from .dataset import Caption, Dataset, Image, PositivePair, PositiveSet, PositiveSource
 from .results import Release, Verdict
-from .work import HIT, Assignment, AssignmentStatus, HITItem, ItemRole, Judgement, Worker, WorkerSource
+from .work import (
+    HIT,
+    Assignment,
+    AssignmentStatus,
+    HITItem,
+    ItemRole,
+    Judgement,
+    Worker,
+    WorkerSource,
+)
 
 __all__ = [
     "HIT",

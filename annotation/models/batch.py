@@ -76,6 +76,9 @@ class BatchStageProgress(models.Model):
             models.UniqueConstraint(fields=["batch", "stage"], name="progress_unique_stage"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.stage} {self.done}/{self.total}"
+
 
 class Direction(models.TextChoices):
     I2T = "i2t", "image query → captions"
@@ -87,7 +90,9 @@ class Query(models.Model):
 
     batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="queries")
     direction = models.CharField(max_length=3, choices=Direction.choices)
-    image = models.ForeignKey(Image, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    image = models.ForeignKey(
+        Image, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     caption = models.ForeignKey(
         Caption, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
@@ -103,7 +108,9 @@ class Query(models.Model):
                 name="query_item_matches_direction",
             ),
             models.UniqueConstraint(
-                fields=["batch", "image"], condition=models.Q(direction="i2t"), name="query_unique_image"
+                fields=["batch", "image"],
+                condition=models.Q(direction="i2t"),
+                name="query_unique_image",
             ),
             models.UniqueConstraint(
                 fields=["batch", "caption"],
@@ -111,6 +118,9 @@ class Query(models.Model):
                 name="query_unique_caption",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.direction} query {self.image_id or self.caption_id}"
 
 
 class Ranking(models.Model):
@@ -131,6 +141,9 @@ class Ranking(models.Model):
             models.UniqueConstraint(fields=["query", "annotator"], name="ranking_unique"),
         ]
 
+    def __str__(self) -> str:
+        return f"ranking of query {self.query_id} by annotator {self.annotator_id}"
+
 
 class Candidate(models.Model):
     """A de-duplicated image-caption pair to be judged in a batch.
@@ -148,8 +161,13 @@ class Candidate(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["batch", "image", "caption"], name="candidate_unique_pair"),
+            models.UniqueConstraint(
+                fields=["batch", "image", "caption"], name="candidate_unique_pair"
+            ),
         ]
+
+    def __str__(self) -> str:
+        return f"pair image {self.image_id} / caption {self.caption_id}"
 
 
 class Proposal(models.Model):
@@ -168,3 +186,6 @@ class Proposal(models.Model):
             ),
             models.CheckConstraint(condition=models.Q(rank__gte=1), name="proposal_rank_positive"),
         ]
+
+    def __str__(self) -> str:
+        return f"rank {self.rank} by annotator {self.annotator_id}"

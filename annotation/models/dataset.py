@@ -6,12 +6,14 @@ from django.db import models
 
 
 class Dataset(models.Model):
-    name = models.SlugField(max_length=100, unique=True, help_text="Unique short name, e.g. coco5k.")
+    name = models.SlugField(
+        max_length=100, unique=True, help_text="Unique short name, e.g. coco5k."
+    )
     description = models.TextField(blank=True, help_text="Free text shown with the dataset.")
     meta = models.JSONField(
         default=dict,
         blank=True,
-        help_text="Provenance, e.g. {'synthetic': {'seed': 0, 'n_images': 300}} for generated data.",
+        help_text="Provenance, e.g. {'synthetic': {'seed': 0, 'n_images': 300}} when generated.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -21,10 +23,14 @@ class Dataset(models.Model):
 
 class Image(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="images")
-    ext_id = models.BigIntegerField(help_text="The dataset's own image id (COCO id); used in exports.")
+    ext_id = models.BigIntegerField(
+        help_text="The dataset's own image id (COCO id); used in exports."
+    )
     file_name = models.CharField(max_length=255, blank=True, help_text="File name in the dataset.")
     file = models.FileField(
-        upload_to="images/", blank=True, help_text="Stored image file; empty for text-only datasets."
+        upload_to="images/",
+        blank=True,
+        help_text="Stored image file; empty for text-only datasets.",
     )
     labels = models.JSONField(
         default=list, blank=True, help_text="Object class labels present in the image (multi-hot)."
@@ -73,7 +79,9 @@ class PositiveSource(models.TextChoices):
 
 class PositiveSet(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="positive_sets")
-    name = models.SlugField(max_length=100, help_text="Name within the dataset, e.g. original, cxc.")
+    name = models.SlugField(
+        max_length=100, help_text="Name within the dataset, e.g. original, cxc."
+    )
     source = models.CharField(max_length=16, choices=PositiveSource.choices)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -82,7 +90,8 @@ class PositiveSet(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["dataset", "name"], name="positive_set_unique_name"),
             models.CheckConstraint(
-                condition=models.Q(source__in=PositiveSource.values), name="positive_set_source_valid"
+                condition=models.Q(source__in=PositiveSource.values),
+                name="positive_set_source_valid",
             ),
         ]
 
@@ -101,3 +110,6 @@ class PositivePair(models.Model):
                 fields=["positive_set", "image", "caption"], name="positive_pair_unique"
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"image {self.image_id} / caption {self.caption_id}"

@@ -29,6 +29,9 @@ class Verdict(models.Model):
             models.CheckConstraint(condition=Q(n_judgements__gte=1), name="verdict_has_judgements"),
         ]
 
+    def __str__(self) -> str:
+        return f"{'positive' if self.is_positive else 'negative'} ({self.n_judgements} judgements)"
+
 
 class Release(models.Model):
     """An immutable, versioned export of extended positive sets, written to disk."""

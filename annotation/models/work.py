@@ -77,6 +77,9 @@ class HITItem(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.role} at {self.position}"
+
 
 class WorkerSource(models.TextChoices):
     PLATFORM = "platform", "platform account"
@@ -105,7 +108,9 @@ class Worker(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "external_id"], name="worker_unique_external"),
+            models.UniqueConstraint(
+                fields=["source", "external_id"], name="worker_unique_external"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -129,7 +134,9 @@ class Assignment(models.Model):
         max_length=16, choices=AssignmentStatus.choices, default=AssignmentStatus.ACCEPTED
     )
     accepted_at = models.DateTimeField(auto_now_add=True)
-    deadline = models.DateTimeField(null=True, blank=True, help_text="Expires when not submitted by then.")
+    deadline = models.DateTimeField(
+        null=True, blank=True, help_text="Expires when not submitted by then."
+    )
     submitted_at = models.DateTimeField(null=True, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
     golden_passed = models.BooleanField(
@@ -150,10 +157,15 @@ class Assignment(models.Model):
                 condition=Q(status__in=AssignmentStatus.values), name="assignment_status_valid"
             ),
             models.CheckConstraint(
-                condition=Q(status="accepted") | Q(status="expired") | Q(submitted_at__isnull=False),
+                condition=Q(status="accepted")
+                | Q(status="expired")
+                | Q(submitted_at__isnull=False),
                 name="assignment_submitted_has_time",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"assignment {self.pk} ({self.status})"
 
 
 class Judgement(models.Model):
@@ -173,7 +185,9 @@ class Judgement(models.Model):
         default=0,
         help_text="Bit mask over mitl.judgements.WRONG_CONCEPTS (with 'wrong_description' only).",
     )
-    other_text = models.CharField(max_length=500, blank=True, help_text="Text for the 'other' concept.")
+    other_text = models.CharField(
+        max_length=500, blank=True, help_text="Text for the 'other' concept."
+    )
     elapsed_ms = models.PositiveIntegerField(help_text="Time the worker spent on this pair.")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -181,7 +195,8 @@ class Judgement(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["assignment", "item"], name="judgement_unique_item"),
             models.CheckConstraint(
-                condition=Q(level__in=[level.value for level in Level]), name="judgement_level_valid"
+                condition=Q(level__in=[level.value for level in Level]),
+                name="judgement_level_valid",
             ),
             models.CheckConstraint(
                 condition=Q(shortcomings__lte=SHORTCOMINGS_MASK_MAX)
@@ -199,6 +214,9 @@ class Judgement(models.Model):
                 name="judgement_concepts_need_wrong_description",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.level} on item {self.item_id}"
 
     @property
     def shortcoming_names(self) -> list[str]:

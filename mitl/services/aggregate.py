@@ -36,7 +36,9 @@ def human_set_name(batch: Batch) -> str:
     return f"human-batch-{batch.pk}"
 
 
-def verdicts_aggregate(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> AggregationSummary:
+def verdicts_aggregate(
+    *, batch: Batch, config: BatchConfig, tracker: StageTracker
+) -> AggregationSummary:
     """(Re)compute every verdict of the batch from approved work, in one transaction."""
     levels: dict[int, list[Level]] = defaultdict(list)
     for candidate_id, level in Judgement.objects.filter(
@@ -75,7 +77,9 @@ def verdicts_aggregate(*, batch: Batch, config: BatchConfig, tracker: StageTrack
             name=human_set_name(batch),
             defaults={
                 "source": PositiveSource.HUMAN,
-                "description": f"Pairs judged positive in batch {batch.pk} ({config.aggregation} rule).",
+                "description": (
+                    f"Pairs judged positive in batch {batch.pk} ({config.aggregation} rule)."
+                ),
             },
         )
         human.pairs.all().delete()

@@ -25,4 +25,6 @@ def annotator_create(
                 f"annotator {name!r} already exists with another kind, config or version"
             )
         return existing
-    return MachineAnnotator.objects.create(name=name, kind=kind, config=dict(config), version=version)
+    return MachineAnnotator.objects.create(
+        name=name, kind=kind, config=dict(config), version=version
+    )

@@ -7,7 +7,18 @@ from collections import defaultdict
 import numpy as np
 from django.db import transaction
 
-from annotation.models import HIT, Batch, Candidate, Caption, Direction, HITItem, Image, PositivePair, Query, Ranking
+from annotation.models import (
+    HIT,
+    Batch,
+    Candidate,
+    Caption,
+    Direction,
+    HITItem,
+    Image,
+    PositivePair,
+    Query,
+    Ranking,
+)
 from mitl.config import BatchConfig
 from mitl.hits import NegativeSource, PackingPlan, pack_hits
 
@@ -49,7 +60,9 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
         tracker.finish()
         return existing
     candidates = list(
-        Candidate.objects.filter(batch=batch).order_by("pk").values_list("pk", "image_id", "caption_id", "query_id")
+        Candidate.objects.filter(batch=batch)
+        .order_by("pk")
+        .values_list("pk", "image_id", "caption_id", "query_id")
     )
     valid_captions = Caption.objects.filter(dataset_id=batch.dataset_id, is_invalid=False)
     golden_tp_pairs = sorted(valid_captions.values_list("image_id", "pk"))
@@ -80,7 +93,9 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
                     hit_id=hit.pk,
                     position=position,
                     role=item.role.value,
-                    candidate_id=None if item.candidate_index is None else candidates[item.candidate_index][0],
+                    candidate_id=None
+                    if item.candidate_index is None
+                    else candidates[item.candidate_index][0],
                     image_id=item.image_id,
                     caption_id=item.caption_id,
                 )

@@ -27,7 +27,9 @@ class LoadedCorpus:
 def corpus_load(*, dataset: Dataset) -> LoadedCorpus:
     """Read images and valid captions in primary-key order (invalid captions are left out)."""
     images = list(
-        Image.objects.filter(dataset=dataset).order_by("pk").values_list("pk", "ext_id", "file", "labels")
+        Image.objects.filter(dataset=dataset)
+        .order_by("pk")
+        .values_list("pk", "ext_id", "file", "labels")
     )
     captions = list(
         Caption.objects.filter(dataset=dataset, is_invalid=False)

@@ -163,7 +163,9 @@ def _agreement_with_truth(release: Release, dataset: Dataset) -> dict[str, dict[
     """Precision and recall of the original and released positives against the synthetic truth."""
     params = dataset.meta["synthetic"]
     generated = synthetic.generate(
-        n_images=params["n_images"], seed=params["seed"], captions_per_image=params["captions_per_image"]
+        n_images=params["n_images"],
+        seed=params["seed"],
+        captions_per_image=params["captions_per_image"],
     )
     truth = synthetic.truth_matrix(generated)
     image_ids = np.array([scene.image_id for scene in generated.scenes])

@@ -152,7 +152,9 @@ def batch_run_until(
         raise ServiceError(f"unknown stage {until!r} (stages: {', '.join(STAGE_ORDER)})")
     state = Batch.objects.values_list("state", flat=True).get(pk=batch_id)
     if state == BatchState.DRAFT and until != BatchState.DRAFT:
-        Batch.objects.filter(pk=batch_id, state=BatchState.DRAFT).update(state=BatchState.RETRIEVING)
+        Batch.objects.filter(pk=batch_id, state=BatchState.DRAFT).update(
+            state=BatchState.RETRIEVING
+        )
         state = BatchState.RETRIEVING
     while STAGE_ORDER.index(state) < STAGE_ORDER.index(until):
         new_state = stage_run(batch_id=batch_id, stage=state, listener=listener, force=force)

@@ -42,7 +42,9 @@ def release_create(*, batch: Batch, config: BatchConfig, name: str | None = None
     i2t_before, t2i_before = positives_by_query(
         original, image_queries=image_queries, caption_queries=caption_queries
     )
-    i2t, t2i = positives_by_query(extended, image_queries=image_queries, caption_queries=caption_queries)
+    i2t, t2i = positives_by_query(
+        extended, image_queries=image_queries, caption_queries=caption_queries
+    )
     stats = {
         "i2t": positive_counts(i2t_before, i2t),
         "t2i": positive_counts(t2i_before, t2i),
@@ -88,9 +90,7 @@ def release_create(*, batch: Batch, config: BatchConfig, name: str | None = None
 
 def _query_ext_ids(batch: Batch) -> tuple[list[int], list[int]]:
     queries = Query.objects.filter(batch=batch)
-    images = list(
-        queries.filter(direction=Direction.I2T).values_list("image__ext_id", flat=True)
-    )
+    images = list(queries.filter(direction=Direction.I2T).values_list("image__ext_id", flat=True))
     captions = list(
         queries.filter(direction=Direction.T2I, caption__is_invalid=False).values_list(
             "caption__ext_id", flat=True
@@ -148,8 +148,21 @@ def _judgement_rows(batch: Batch) -> Iterator[dict[str, Any]]:
             "assignment__status",
         )
     )
-    for (image, caption, role, level, shortcomings, concepts, other, elapsed, source, worker,
-         hit, assignment, status) in rows.iterator(chunk_size=5000):
+    for (
+        image,
+        caption,
+        role,
+        level,
+        shortcomings,
+        concepts,
+        other,
+        elapsed,
+        source,
+        worker,
+        hit,
+        assignment,
+        status,
+    ) in rows.iterator(chunk_size=5000):
         yield {
             "image_id": image,
             "caption_id": caption,

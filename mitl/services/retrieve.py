@@ -20,7 +20,9 @@ def queries_sample(*, batch: Batch, config: BatchConfig, loaded: LoadedCorpus) -
     existing = list(batch.queries.order_by("pk"))
     if existing:
         return existing
-    images = sample_ids(loaded.image_pks, config.n_image_queries, seed=config.seed, stream=IMAGE_STREAM)
+    images = sample_ids(
+        loaded.image_pks, config.n_image_queries, seed=config.seed, stream=IMAGE_STREAM
+    )
     captions = sample_ids(
         loaded.caption_pks, config.n_caption_queries, seed=config.seed, stream=CAPTION_STREAM
     )
@@ -55,8 +57,12 @@ def rankings_compute(*, batch: Batch, config: BatchConfig, tracker: StageTracker
             kind=annotator_row.kind, name=annotator_row.name, config=annotator_row.config
         )
         annotator.prepare(loaded.corpus)
-        written += _rank_direction(annotator_row, annotator, loaded, missing, Direction.I2T, depth, tracker)
-        written += _rank_direction(annotator_row, annotator, loaded, missing, Direction.T2I, depth, tracker)
+        written += _rank_direction(
+            annotator_row, annotator, loaded, missing, Direction.I2T, depth, tracker
+        )
+        written += _rank_direction(
+            annotator_row, annotator, loaded, missing, Direction.T2I, depth, tracker
+        )
     tracker.finish()
     return written
 
@@ -80,11 +86,15 @@ def _rank_direction(
 
     if direction == Direction.I2T:
         rows = loaded.image_rows([q.image_id for q in queries])
-        top = retrieve_i2t(annotator, rows, depth, n_captions=loaded.corpus.n_captions, progress=on_chunk)
+        top = retrieve_i2t(
+            annotator, rows, depth, n_captions=loaded.corpus.n_captions, progress=on_chunk
+        )
         target_pks = loaded.caption_pks
     else:
         rows = loaded.caption_rows([q.caption_id for q in queries])
-        top = retrieve_t2i(annotator, rows, depth, n_images=loaded.corpus.n_images, progress=on_chunk)
+        top = retrieve_t2i(
+            annotator, rows, depth, n_images=loaded.corpus.n_images, progress=on_chunk
+        )
         target_pks = loaded.image_pks
     _store_rankings(annotator_row, queries, top, target_pks)
     return len(queries)

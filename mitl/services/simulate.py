@@ -44,7 +44,9 @@ class SimulationSummary:
 def truth_source(*, batch: Batch, oracle_dir: Path | None) -> TruthFn:
     """Return how the simulated crowd knows the answer for this batch's dataset."""
     if oracle_dir is not None:
-        pairs = parse_eccv_pairs(oracle_dir / "image_to_caption.json", oracle_dir / "caption_to_image.json")
+        pairs = parse_eccv_pairs(
+            oracle_dir / "image_to_caption.json", oracle_dir / "caption_to_image.json"
+        )
         return lambda image, caption: oracle_truth((image, caption) in pairs)
     params = batch.dataset.meta.get("synthetic")
     if not params:
@@ -53,9 +55,13 @@ def truth_source(*, batch: Batch, oracle_dir: Path | None) -> TruthFn:
             "--oracle DIR with image_to_caption.json and caption_to_image.json"
         )
     generated = synthetic.generate(
-        n_images=params["n_images"], seed=params["seed"], captions_per_image=params["captions_per_image"]
+        n_images=params["n_images"],
+        seed=params["seed"],
+        captions_per_image=params["captions_per_image"],
     )
-    return lambda image, caption: synthetic.judge(generated.scene(image), generated.caption(caption))
+    return lambda image, caption: synthetic.judge(
+        generated.scene(image), generated.caption(caption)
+    )
 
 
 def crowd_simulate(
@@ -73,12 +79,17 @@ def crowd_simulate(
     truth = truth_source(batch=batch, oracle_dir=oracle_dir)
     if n_workers < config.assignments_per_hit:
         raise ServiceError(
-            f"{n_workers} simulated workers cannot fill {config.assignments_per_hit} assignments per HIT"
+            f"{n_workers} simulated workers cannot fill {config.assignments_per_hit} "
+            "assignments per HIT"
         )
     accuracy = (0.85, 0.98) if error_rate is None else (1 - error_rate, 1 - error_rate)
-    profiles = crowd_profiles(n_workers, careless_share=careless_share, accuracy_range=accuracy, seed=seed)
+    profiles = crowd_profiles(
+        n_workers, careless_share=careless_share, accuracy_range=accuracy, seed=seed
+    )
     workers = [
-        worker_simulated_get_or_create(name=p.name, profile={"accuracy": p.accuracy, "careless": p.careless})
+        worker_simulated_get_or_create(
+            name=p.name, profile={"accuracy": p.accuracy, "careless": p.careless}
+        )
         for p in profiles
     ]
     rng = np.random.default_rng([seed, batch.pk])
@@ -91,7 +102,11 @@ def crowd_simulate(
     approved = flagged = 0
     for hit in hits:
         taken = set(hit.assignments.values_list("worker_id", flat=True))
-        free = [i for i, worker in enumerate(workers) if worker.pk not in taken and not worker.is_blocked]
+        free = [
+            i
+            for i, worker in enumerate(workers)
+            if worker.pk not in taken and not worker.is_blocked
+        ]
         open_slots = min(hit.max_assignments - hit.active, len(free))
         for index in rng.choice(free, size=max(open_slots, 0), replace=False):
             result = _work_on(hit, workers[index], profiles[index], truth, rng, config.followups)
@@ -114,7 +129,9 @@ def _work_on(
     items = hit.items.select_related("image", "caption").order_by("position")
     answers = []
     for item in items:
-        given = answer(truth(item.image.ext_id, item.caption.ext_id), profile, rng, followups=followups)
+        given = answer(
+            truth(item.image.ext_id, item.caption.ext_id), profile, rng, followups=followups
+        )
         answers.append(
             AnswerInput(
                 item_id=item.pk,

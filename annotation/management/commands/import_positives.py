@@ -13,12 +13,14 @@ class Command(BaseCommand):
     help = (
         "Import a set of positive pairs in the ECCV Caption format "
         '(image_to_caption.json = {"<image id>": [caption ids]} and '
-        "caption_to_image.json = {\"<caption id>\": [image ids]}); the set is the union of both."
+        'caption_to_image.json = {"<caption id>": [image ids]}); the set is the union of both.'
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="dataset name")
-        parser.add_argument("--source", required=True, help="name of the new positive set, e.g. cxc")
+        parser.add_argument(
+            "--source", required=True, help="name of the new positive set, e.g. cxc"
+        )
         parser.add_argument("--i2t", required=True, type=Path, help="image_to_caption.json")
         parser.add_argument("--t2i", required=True, type=Path, help="caption_to_image.json")
 
@@ -28,7 +30,10 @@ class Command(BaseCommand):
             raise CommandError(f"no dataset named {options['name']!r}")
         try:
             positive_set = positives_import_eccv(
-                dataset=dataset, label=options["source"], i2t_path=options["i2t"], t2i_path=options["t2i"]
+                dataset=dataset,
+                label=options["source"],
+                i2t_path=options["i2t"],
+                t2i_path=options["t2i"],
             )
         except (ImportFileError, ServiceError) as exc:
             raise CommandError(str(exc)) from exc

@@ -25,7 +25,10 @@ class Command(BaseCommand):
             raise CommandError(f"--config is not valid JSON: {exc.msg}") from exc
         try:
             annotator = annotator_create(
-                name=options["name"], kind=options["kind"], config=config, version=options["version"]
+                name=options["name"],
+                kind=options["kind"],
+                config=config,
+                version=options["version"],
             )
         except ServiceError as exc:
             raise CommandError(str(exc)) from exc

@@ -24,7 +24,9 @@ class Command(BaseCommand):
         parser.add_argument("batch", type=int, help="batch id")
         parser.add_argument("--until", default=BatchState.RELEASED, choices=STAGE_ORDER[1:])
         parser.add_argument("--force", action="store_true", help="close annotating early")
-        parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for workers")
+        parser.add_argument(
+            "--timeout", type=float, default=3600, help="seconds to wait for workers"
+        )
         parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     def handle(self, *args: object, **options: object) -> None:
@@ -47,7 +49,8 @@ class Command(BaseCommand):
         if state == BatchState.ANNOTATING and options["until"] != BatchState.ANNOTATING:
             self.stdout.write(
                 "waiting for annotators: run `python manage.py crowd_simulate "
-                f"{batch.pk}` or let people work, then run this command again (--force to close early)"
+                f"{batch.pk}` or let people work, then run this command again "
+                "(--force to close early)"
             )
 
     def _run_on_workers(self, batch: Batch, options: dict, bars: StageBars) -> str:

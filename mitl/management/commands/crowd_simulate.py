@@ -24,9 +24,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("batch", type=int, help="batch id")
         parser.add_argument("--workers", type=int, default=12, help="number of simulated workers")
-        parser.add_argument("--careless-share", type=float, default=0.1, help="share answering at random")
+        parser.add_argument(
+            "--careless-share", type=float, default=0.1, help="share answering at random"
+        )
         parser.add_argument("--error-rate", type=float, help="fixed error rate of careful workers")
-        parser.add_argument("--oracle", type=Path, help="folder with ECCV-format reference positives")
+        parser.add_argument(
+            "--oracle", type=Path, help="folder with ECCV-format reference positives"
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--no-progress", action="store_true")
 
@@ -35,7 +39,9 @@ class Command(BaseCommand):
         if batch is None:
             raise CommandError(f"no batch {options['batch']}")
         if batch.state != BatchState.ANNOTATING:
-            raise CommandError(f"batch {batch.pk} is {batch.state}; HITs are judged in the annotating stage")
+            raise CommandError(
+                f"batch {batch.pk} is {batch.state}; HITs are judged in the annotating stage"
+            )
         if not 0 <= options["careless_share"] <= 1:
             raise CommandError("--careless-share must be between 0 and 1")
         if options["error_rate"] is not None and not 0 <= options["error_rate"] <= 1:

@@ -19,7 +19,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--images", type=int, default=300, help="synthetic images")
-        parser.add_argument("--queries", type=int, default=100, help="image queries and caption queries each")
+        parser.add_argument(
+            "--queries", type=int, default=100, help="image queries and caption queries each"
+        )
         parser.add_argument("--assignments", type=int, default=3, help="workers per HIT")
         parser.add_argument("--workers", type=int, default=15, help="simulated workers")
         parser.add_argument("--seed", type=int, default=0)
@@ -60,7 +62,9 @@ class Command(BaseCommand):
                 f"{agreement['pairs']:>7}"
             )
         out.write("")
-        timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in summary.stage_seconds.items())
+        timings = ", ".join(
+            f"{name} {seconds:.1f} s" for name, seconds in summary.stage_seconds.items()
+        )
         out.write(f"Stage times: {timings}")
         out.write(f"Release written to {summary.release_path}")
         out.write(f"Total wall time {time.monotonic() - started:.1f} s")
