@@ -1,0 +1,95 @@
+"""Django admin for every model: a read-mostly window for staff."""
+
+from django.contrib import admin
+
+from . import models
+
+
+@admin.register(models.Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    list_display = ("name", "created_at")
+    search_fields = ("name",)
+
+
+@admin.register(models.Image)
+class ImageAdmin(admin.ModelAdmin):
+    list_display = ("ext_id", "dataset", "file_name")
+    list_filter = ("dataset",)
+    search_fields = ("ext_id", "file_name")
+
+
+@admin.register(models.Caption)
+class CaptionAdmin(admin.ModelAdmin):
+    list_display = ("ext_id", "dataset", "text", "is_invalid")
+    list_filter = ("dataset", "is_invalid")
+    search_fields = ("ext_id", "text")
+    raw_id_fields = ("image",)
+
+
+@admin.register(models.PositiveSet)
+class PositiveSetAdmin(admin.ModelAdmin):
+    list_display = ("name", "dataset", "source", "created_at")
+    list_filter = ("dataset", "source")
+
+
+@admin.register(models.MachineAnnotator)
+class MachineAnnotatorAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "version", "created_at")
+
+
+@admin.register(models.Batch)
+class BatchAdmin(admin.ModelAdmin):
+    list_display = ("pk", "name", "dataset", "state", "created_at")
+    list_filter = ("state", "dataset")
+
+
+@admin.register(models.HIT)
+class HITAdmin(admin.ModelAdmin):
+    list_display = ("pk", "batch", "index", "max_assignments")
+    list_filter = ("batch",)
+
+
+@admin.register(models.Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = ("external_id", "source", "is_blocked")
+    list_filter = ("source", "is_blocked")
+
+
+@admin.register(models.Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ("pk", "hit", "worker", "status", "flagged", "submitted_at")
+    list_filter = ("status", "flagged")
+    raw_id_fields = ("hit", "worker")
+
+
+@admin.register(models.Release)
+class ReleaseAdmin(admin.ModelAdmin):
+    list_display = ("name", "version", "dataset", "rule", "created_at")
+
+
+# Large tables: listed with raw id widgets so their pages never load every related row.
+for model in (
+    models.PositivePair,
+    models.BatchStageProgress,
+    models.Query,
+    models.Ranking,
+    models.Candidate,
+    models.Proposal,
+    models.HITItem,
+    models.Judgement,
+    models.Verdict,
+):
+    admin.site.register(
+        model,
+        type(
+            f"{model.__name__}Admin",
+            (admin.ModelAdmin,),
+            {
+                "raw_id_fields": tuple(
+                    f.name
+                    for f in model._meta.get_fields()
+                    if f.concrete and (f.many_to_one or f.one_to_one)
+                ),
+            },
+        ),
+    )
