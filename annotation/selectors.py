@@ -30,4 +30,3 @@ def batch_progress(*, batch: Batch) -> list[dict[str, Any]]:
             }
         )
     return result
-

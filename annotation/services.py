@@ -34,6 +34,7 @@ from .models import (
     Worker,
     WorkerSource,
 )
+from .models.dataset import FILE_NAME_MAX
 
 ProgressCallback = Callable[[int, int], None]
 ORIGINAL_SET = "original"
@@ -67,7 +68,7 @@ def dataset_import_tsv(
     unknown_labels = sorted(set(labels) - set(images))
     if unknown_labels:
         raise ImportFileError(f"{labels_path}: labels for unknown image id {unknown_labels[0]}")
-    sources = _image_sources(images, images_dir) if images_dir else {}
+    sources = _image_sources(images, images_dir, name) if images_dir else {}
     stored: list[str] = []
     try:
         with transaction.atomic():
@@ -124,13 +125,18 @@ def dataset_import_tsv(
     return dataset
 
 
-def _image_sources(images: dict[int, str], images_dir: Path) -> dict[int, Path]:
+def _image_sources(images: dict[int, str], images_dir: Path, dataset: str) -> dict[int, Path]:
     """Find and check every image file before the import writes anything."""
     if not images_dir.is_dir():
         raise ImportFileError(f"{images_dir}: not a directory")
     root = images_dir.resolve()
     sources: dict[int, Path] = {}
     for image_id, file_name in images.items():
+        if len(f"images/{dataset}/{file_name}") > FILE_NAME_MAX:
+            raise ImportFileError(
+                f"{images_dir}: file_name {file_name[:40]!r}… (image_id {image_id}) is too long "
+                f"to store (at most {FILE_NAME_MAX} characters with the dataset folder)"
+            )
         path = (images_dir / file_name).resolve()
         if root not in path.parents:
             raise ImportFileError(f"{images_dir}: file_name {file_name!r} escapes the image folder")
@@ -192,6 +198,8 @@ def worker_simulated_get_or_create(*, name: str, profile: dict) -> Worker:
     )
     return worker
 
+
+MAX_ELAPSED_MS = 24 * 3600 * 1000  # a day: anything longer is a broken client clock
 
 ACTIVE_STATUSES = (AssignmentStatus.ACCEPTED, AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED)
 
@@ -298,8 +306,11 @@ def _build_judgements(
             )
         except ValueError as exc:
             raise ServiceError(f"pair {position}: {exc}") from exc
-        if answer.elapsed_ms < 0:
-            raise ServiceError(f"pair {position}: elapsed time must not be negative")
+        if not 0 <= answer.elapsed_ms <= MAX_ELAPSED_MS:
+            raise ServiceError(
+                f"pair {position}: elapsed time must be between 0 and {MAX_ELAPSED_MS} ms "
+                f"(got {answer.elapsed_ms})"
+            )
         judgements.append(
             Judgement(
                 assignment=assignment,

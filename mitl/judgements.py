@@ -59,6 +59,8 @@ WRONG_CONCEPTS: tuple[str, ...] = (
     "other",
 )
 
+OTHER_TEXT_MAX = 500  # characters of the "other" concept's text box
+
 SHORTCOMINGS_MASK_MAX = (1 << len(SHORTCOMINGS)) - 1
 WRONG_CONCEPTS_MASK_MAX = (1 << len(WRONG_CONCEPTS)) - 1
 
@@ -133,4 +135,8 @@ def validate_followups(
         raise ValueError("describe the 'other' wrong concept in the text box")
     if other_text and "other" not in concepts:
         raise ValueError("the text box is only for the 'other' wrong concept")
+    if len(other_text) > OTHER_TEXT_MAX:
+        raise ValueError(
+            f"the 'other' text is {len(other_text)} characters long; at most {OTHER_TEXT_MAX}"
+        )
     return shortcoming_mask, concept_mask

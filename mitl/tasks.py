@@ -5,8 +5,13 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError, transaction
 
-from annotation.models import BatchState
-from mitl.services.pipeline import AUTOMATIC_STAGES, stage_run
+from annotation.models import Batch, BatchState
+from mitl.services.pipeline import (
+    AUTOMATIC_STAGES,
+    next_state,
+    retrieval_chunk_run,
+    stage_advance,
+)
 
 
 @shared_task(
@@ -20,16 +25,35 @@ from mitl.services.pipeline import AUTOMATIC_STAGES, stage_run
 )
 def run_stage(batch_id: int, stage: str) -> str:
     """Run one stage of a batch; chain the next one when it runs by itself."""
-    new_state = stage_run(batch_id=batch_id, stage=stage)
-    if new_state != stage and new_state in AUTOMATIC_STAGES:
-        transaction.on_commit(lambda: run_stage.delay(batch_id, new_state))
-    return new_state
+    if stage_advance(batch_id=batch_id, stage=stage, fan_out=True):
+        following = next_state(stage)
+        if following in AUTOMATIC_STAGES:
+            transaction.on_commit(lambda: run_stage.delay(batch_id, following))
+    return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
+
+
+@shared_task(
+    name="mitl.retrieve_chunk",
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+    acks_late=True,
+    soft_time_limit=3600,
+    time_limit=3660,
+)
+def retrieve_chunk(batch_id: int, annotator_id: int, query_ids: list[int]) -> bool:
+    """Rank one block of queries with one annotator; the last block starts pooling."""
+    completed = retrieval_chunk_run(
+        batch_id=batch_id, annotator_id=annotator_id, query_ids=query_ids
+    )
+    if completed:
+        transaction.on_commit(lambda: run_stage.delay(batch_id, BatchState.POOLING))
+    return completed
 
 
 @shared_task(name="mitl.close_annotation", acks_late=True)
 def close_annotation(batch_id: int, force: bool = False) -> str:
     """End the annotating stage (when complete, or early with `force`) and aggregate."""
-    new_state = stage_run(batch_id=batch_id, stage=BatchState.ANNOTATING, force=force)
-    if new_state == BatchState.AGGREGATING:
-        transaction.on_commit(lambda: run_stage.delay(batch_id, new_state))
-    return new_state
+    if stage_advance(batch_id=batch_id, stage=BatchState.ANNOTATING, force=force):
+        transaction.on_commit(lambda: run_stage.delay(batch_id, BatchState.AGGREGATING))
+    return Batch.objects.values_list("state", flat=True).get(pk=batch_id)

@@ -189,3 +189,39 @@ class Proposal(models.Model):
 
     def __str__(self) -> str:
         return f"rank {self.rank} by annotator {self.annotator_id}"
+
+
+class Modality(models.TextChoices):
+    IMAGE = "image"
+    CAPTION = "caption"
+
+
+class Embedding(models.Model):
+    """A cached vector of one item under one annotator version (see mitl/services/embeddings.py).
+
+    Keyed on the annotator's version: bumping the version makes every old vector invisible,
+    so a changed model or checkpoint never mixes with stale vectors.
+    """
+
+    annotator = models.ForeignKey(MachineAnnotator, on_delete=models.CASCADE, related_name="+")
+    version = models.CharField(max_length=64, help_text="Annotator version the vector belongs to.")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="+")
+    modality = models.CharField(max_length=8, choices=Modality.choices)
+    ext_id = models.BigIntegerField(help_text="The item's dataset id (Image or Caption ext_id).")
+    dim = models.PositiveSmallIntegerField(help_text="Vector length.")
+    vector = models.BinaryField(help_text="float32 little-endian bytes, L2-normalised.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["annotator", "version", "dataset", "modality", "ext_id"],
+                name="embedding_unique_item",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(modality__in=["image", "caption"]),
+                name="embedding_modality_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.modality} {self.ext_id} under annotator {self.annotator_id} v{self.version}"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+FILE_NAME_MAX = 500  # stored as images/<dataset>/<file_name>
+
 
 class Dataset(models.Model):
     name = models.SlugField(
@@ -30,6 +32,7 @@ class Image(models.Model):
     file = models.FileField(
         upload_to="images/",
         blank=True,
+        max_length=FILE_NAME_MAX,
         help_text="Stored image file; empty for text-only datasets.",
     )
     labels = models.JSONField(

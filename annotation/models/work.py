@@ -8,6 +8,7 @@ from django.db.models import F, Q
 from django.db.models.lookups import Exact
 
 from mitl.judgements import (
+    OTHER_TEXT_MAX,
     SHORTCOMINGS,
     SHORTCOMINGS_MASK_MAX,
     WRONG_CONCEPTS_MASK_MAX,
@@ -186,7 +187,7 @@ class Judgement(models.Model):
         help_text="Bit mask over mitl.judgements.WRONG_CONCEPTS (with 'wrong_description' only).",
     )
     other_text = models.CharField(
-        max_length=500, blank=True, help_text="Text for the 'other' concept."
+        max_length=OTHER_TEXT_MAX, blank=True, help_text="Text for the 'other' concept."
     )
     elapsed_ms = models.PositiveIntegerField(help_text="Time the worker spent on this pair.")
     created_at = models.DateTimeField(auto_now_add=True)

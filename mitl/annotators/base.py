@@ -8,9 +8,9 @@ directions can never disagree about a pair. Pure Python: no Django import.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -131,6 +131,83 @@ class Annotator(ABC):
         The same function serves image-to-text and text-to-image retrieval, so both directions
         rank every pair by the same number.
         """
+
+
+Modality = Literal["image", "caption"]
+# (what, done, total), e.g. ("embedding images", 512, 5000), for progress bars.
+EmbedProgress = Callable[[str, int, int], None]
+
+
+class EmbeddingStore(Protocol):
+    """Where an embedding annotator keeps vectors between runs and batches.
+
+    The platform binds one store to (annotator name, annotator version, dataset), so ids are
+    the corpus' external ids; a new annotator version starts with an empty store.
+    """
+
+    def load(self, modality: Modality, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return (found: bool mask over `ids`, vectors of the found ids in `ids` order)."""
+        ...
+
+    def save(self, modality: Modality, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Keep `vectors` (float32, one row per id) for later runs."""
+        ...
+
+
+class EmbeddingAnnotator(Annotator):
+    """An annotator that embeds images and captions and scores pairs by their dot product.
+
+    Subclasses implement `embed_images` and `embed_captions` (L2-normalised float32 rows).
+    `prepare` reuses what `store` already holds and embeds only the missing items, so an
+    item is embedded once per annotator version, whatever the number of batches.
+    """
+
+    def __init__(self, *, name: str, config: Mapping[str, Any]) -> None:
+        super().__init__(name=name, config=config)
+        self.store: EmbeddingStore | None = None
+        self.progress: EmbedProgress | None = None
+        self.image_vectors: np.ndarray | None = None
+        self.caption_vectors: np.ndarray | None = None
+
+    @abstractmethod
+    def embed_images(self, corpus: Corpus, rows: np.ndarray) -> np.ndarray:
+        """Return L2-normalised float32 vectors (len(rows), d) for these image rows."""
+
+    @abstractmethod
+    def embed_captions(self, corpus: Corpus, rows: np.ndarray) -> np.ndarray:
+        """Return L2-normalised float32 vectors (len(rows), d) for these caption rows."""
+
+    def prepare(self, corpus: Corpus) -> None:
+        """Load or compute the vectors of every image and caption of `corpus`."""
+        self.caption_vectors = self._vectors(corpus, "caption", corpus.caption_ids)
+        self.image_vectors = self._vectors(corpus, "image", corpus.image_ids)
+
+    def similarity(self, image_rows: np.ndarray, caption_rows: np.ndarray) -> np.ndarray:
+        if self.image_vectors is None or self.caption_vectors is None:
+            raise RuntimeError(f"annotator '{self.name}': call prepare() before similarity()")
+        images = self.image_vectors[as_rows(image_rows, len(self.image_vectors), "image")]
+        captions = self.caption_vectors[as_rows(caption_rows, len(self.caption_vectors), "caption")]
+        return images @ captions.T
+
+    def _vectors(self, corpus: Corpus, modality: Modality, ids: np.ndarray) -> np.ndarray:
+        found = np.zeros(len(ids), dtype=bool)
+        cached = None
+        if self.store is not None and len(ids):
+            found, cached = self.store.load(modality, ids)
+        missing = np.flatnonzero(~found)
+        embed = self.embed_images if modality == "image" else self.embed_captions
+        fresh = embed(corpus, missing) if len(missing) else None
+        if fresh is not None and self.store is not None:
+            self.store.save(modality, ids[missing], fresh)
+        parts = [part for part in (cached, fresh) if part is not None and len(part)]
+        if not parts:
+            return np.zeros((len(ids), 0), dtype=np.float32)
+        vectors = np.empty((len(ids), parts[0].shape[1]), dtype=np.float32)
+        if cached is not None and len(cached):
+            vectors[found] = cached
+        if fresh is not None:
+            vectors[missing] = fresh
+        return vectors
 
 
 def as_rows(rows: Any, n: int, what: str) -> np.ndarray:

@@ -26,7 +26,12 @@ from .build import hits_build
 from .pool import candidates_pool
 from .progress import ProgressListener, StageTracker
 from .release import release_create
-from .retrieve import rankings_compute
+from .retrieve import (
+    embeddings_warm,
+    rankings_compute,
+    retrieval_finish,
+    retrieval_plan,
+)
 
 STAGE_ORDER: tuple[str, ...] = (
     BatchState.DRAFT,
@@ -89,22 +94,63 @@ def batch_start(*, batch: Batch) -> Batch:
     return batch
 
 
-def stage_run(
-    *, batch_id: int, stage: str, listener: ProgressListener | None = None, force: bool = False
-) -> str:
-    """Run `stage` of the batch if it is the batch's current state; return the new state.
+RUNNABLE_STAGES = frozenset(
+    {
+        BatchState.RETRIEVING,
+        BatchState.POOLING,
+        BatchState.BUILDING,
+        BatchState.ANNOTATING,
+        BatchState.AGGREGATING,
+    }
+)
 
-    A stage the batch has already passed is a no-op (tasks may be delivered twice).
-    `force` closes the annotating stage even when some HITs still lack approved work.
+
+def stage_run(
+    *,
+    batch_id: int,
+    stage: str,
+    listener: ProgressListener | None = None,
+    force: bool = False,
+    fan_out: bool = False,
+) -> str:
+    """Run `stage` of the batch if it is the batch's current state; return the state after.
+
+    See `stage_advance`; this form suits callers that want to know where the batch is.
     """
+    stage_advance(batch_id=batch_id, stage=stage, listener=listener, force=force, fan_out=fan_out)
+    return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
+
+
+def stage_advance(
+    *,
+    batch_id: int,
+    stage: str,
+    listener: ProgressListener | None = None,
+    force: bool = False,
+    fan_out: bool = False,
+) -> bool:
+    """Run `stage` if it is the batch's current state; True when this call moved the batch on.
+
+    A stage the batch has already passed is a no-op (tasks may be delivered twice), so a
+    late duplicate never starts the next stage a second time. `force` closes the annotating
+    stage even when some HITs still lack approved work. `fan_out` splits retrieval into
+    Celery tasks; the last of them moves the batch on, so this call returns False then.
+    """
+    if stage not in RUNNABLE_STAGES:
+        raise ServiceError(
+            f"{stage!r} is not a stage that can run (stages: {', '.join(RUNNABLE_STAGES)})"
+        )
     batch = Batch.objects.select_related("dataset").get(pk=batch_id)
     if STAGE_ORDER.index(batch.state) > STAGE_ORDER.index(stage):
-        return batch.state
+        return False
     if batch.state != stage:
         raise ServiceError(f"batch {batch_id} is {batch.state}; it cannot run {stage} yet")
     config = batch_config(batch)
     tracker = StageTracker(batch=batch, stage=stage, listener=listener)
     try:
+        if stage == BatchState.RETRIEVING and fan_out:
+            _retrieval_dispatch(batch, config, tracker)
+            return False
         if stage == BatchState.RETRIEVING:
             rankings_compute(batch=batch, config=config, tracker=tracker)
         elif stage == BatchState.POOLING:
@@ -112,20 +158,56 @@ def stage_run(
         elif stage == BatchState.BUILDING:
             hits_build(batch=batch, config=config, tracker=tracker)
         elif stage == BatchState.ANNOTATING:
-            missing = hits_missing_work(batch=batch)
-            if missing and not force:
-                return batch.state
-        elif stage == BatchState.AGGREGATING:
+            if hits_missing_work(batch=batch) and not force:
+                return False
+        else:
             verdicts_aggregate(batch=batch, config=config, tracker=tracker)
             release_create(batch=batch, config=config)
-        else:
-            raise ServiceError(f"{stage!r} is not a stage that can run")
     except Exception as exc:
-        Batch.objects.filter(pk=batch_id).update(error=f"{stage}: {exc}")
+        # Only while the stage is current: a twin that lost a race must not mark a batch
+        # that has already moved on as failed.
+        Batch.objects.filter(pk=batch_id, state=stage).update(error=f"{stage}: {exc}")
         raise
-    new_state = next_state(stage)
-    Batch.objects.filter(pk=batch_id, state=stage).update(state=new_state, error="")
-    return new_state
+    moved = Batch.objects.filter(pk=batch_id, state=stage).update(state=next_state(stage), error="")
+    return bool(moved)
+
+
+def _retrieval_dispatch(batch: Batch, config: BatchConfig, tracker: StageTracker) -> None:
+    """Queue one retrieval task per annotator and block of queries still missing."""
+    from mitl.tasks import retrieve_chunk, run_stage
+
+    plan = retrieval_plan(batch=batch, config=config)
+    tracker.start(len(config.annotators) * batch.queries.count())
+    if not plan:
+        if retrieval_finish(batch=batch, config=config):
+            transaction.on_commit(lambda: run_stage.delay(batch.pk, BatchState.POOLING))
+        return
+    embeddings_warm(batch=batch, config=config)
+    for annotator_id, query_ids in plan:
+        transaction.on_commit(
+            lambda a=annotator_id, q=query_ids: retrieve_chunk.delay(batch.pk, a, q)
+        )
+
+
+def retrieval_chunk_run(*, batch_id: int, annotator_id: int, query_ids: list[int]) -> bool:
+    """Rank one chunk; return True when this chunk completed the stage and moved the batch."""
+    batch = Batch.objects.select_related("dataset").get(pk=batch_id)
+    if batch.state != BatchState.RETRIEVING:
+        return False  # delivered again after the stage ended
+    config = batch_config(batch)
+    tracker = StageTracker(batch=batch, stage=BatchState.RETRIEVING)
+    try:
+        rankings_compute(
+            batch=batch,
+            config=config,
+            tracker=tracker,
+            annotator_ids=[annotator_id],
+            query_ids=query_ids,
+        )
+    except Exception as exc:
+        Batch.objects.filter(pk=batch_id).update(error=f"retrieving: {exc}")
+        raise
+    return retrieval_finish(batch=batch, config=config)
 
 
 def hits_missing_work(*, batch: Batch) -> int:

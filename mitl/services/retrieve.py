@@ -1,18 +1,30 @@
-"""Retrieving stage: sample the queries, then rank targets with every annotator."""
+"""Retrieving stage: sample the queries, then rank targets with every annotator.
+
+Two ways to run it, same results: in one process (`rankings_compute`, used by `batch_run`
+without a broker), or fanned out over Celery workers (`retrieval_dispatch` queues one
+`mitl.retrieve_chunk` task per annotator and block of queries; the chunk that completes
+the stage moves the batch on). Embedding annotators keep their vectors in the shared
+embedding cache, so chunks after the first only read them.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 from django.db import transaction
 
-from annotation.models import Batch, Direction, MachineAnnotator, Query, Ranking
-from mitl.annotators import build_annotator
+from annotation.models import Batch, BatchState, Direction, MachineAnnotator, Query, Ranking
+from mitl.annotators import Annotator, EmbeddingAnnotator, build_annotator
 from mitl.config import BatchConfig
 from mitl.retrieval import TopK, retrieve_i2t, retrieve_t2i
 from mitl.sampling import CAPTION_STREAM, IMAGE_STREAM, sample_ids
 
 from .corpus import LoadedCorpus, corpus_load
-from .progress import StageTracker
+from .embeddings import DatabaseEmbeddingStore
+from .progress import ProgressListener, StageTracker
+
+CHUNK_QUERIES = 512  # queries per fanned-out task: minutes of work at most, even on a CPU
 
 
 def queries_sample(*, batch: Batch, config: BatchConfig, loaded: LoadedCorpus) -> list[Query]:
@@ -33,43 +45,123 @@ def queries_sample(*, batch: Batch, config: BatchConfig, loaded: LoadedCorpus) -
     return list(batch.queries.order_by("pk"))
 
 
-def rankings_compute(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> int:
+def annotator_prepare(
+    *,
+    row: MachineAnnotator,
+    batch: Batch,
+    loaded: LoadedCorpus,
+    listener: ProgressListener | None = None,
+) -> Annotator:
+    """Build an annotator from its row and prepare it on the corpus, using the cache."""
+    annotator = build_annotator(kind=row.kind, name=row.name, config=row.config)
+    if isinstance(annotator, EmbeddingAnnotator):
+        annotator.store = DatabaseEmbeddingStore(annotator=row, dataset=batch.dataset)
+        if listener is not None:
+            annotator.progress = lambda what, done, total: listener(
+                f"{row.name}: {what}", done, total
+            )
+    annotator.prepare(loaded.corpus)
+    return annotator
+
+
+def rankings_compute(
+    *,
+    batch: Batch,
+    config: BatchConfig,
+    tracker: StageTracker,
+    annotator_ids: Iterable[int] | None = None,
+    query_ids: Iterable[int] | None = None,
+) -> int:
     """Rank targets for every (annotator, query) pair that has no ranking yet.
 
-    Rankings are kept `golden_negative_depth` deep (at least k) so golden negatives can
-    avoid every annotator's top ranks. Returns the number of rankings written.
+    `annotator_ids` and `query_ids` restrict the work (a fanned-out chunk). Rankings are
+    kept `golden_negative_depth` deep (at least k) so golden negatives can avoid every
+    annotator's top ranks. Returns the number of rankings written.
     """
     loaded = corpus_load(dataset=batch.dataset)
     queries = queries_sample(batch=batch, config=config, loaded=loaded)
-    annotators = list(MachineAnnotator.objects.filter(name__in=config.annotators).order_by("name"))
+    if query_ids is not None:
+        wanted = set(query_ids)
+        queries = [q for q in queries if q.pk in wanted]
+    annotators = _batch_annotators(batch, config)
+    if annotator_ids is not None:
+        allowed = set(annotator_ids)
+        annotators = [a for a in annotators if a.pk in allowed]
     done_pairs = set(
         Ranking.objects.filter(query__batch=batch).values_list("annotator_id", "query_id")
     )
-    tracker.start(len(annotators) * len(queries))
+    total_pairs = len(config.annotators) * batch.queries.count()
+    if query_ids is None:
+        tracker.start(total_pairs)
+    else:  # a chunk: the stage's total was set when the chunks were dispatched
+        tracker.total = total_pairs
     tracker.update(len(done_pairs))
     written = 0
     depth = max(config.k, config.golden_negative_depth)
-    for annotator_row in annotators:
-        missing = [q for q in queries if (annotator_row.pk, q.pk) not in done_pairs]
+    for row in annotators:
+        missing = [q for q in queries if (row.pk, q.pk) not in done_pairs]
         if not missing:
             continue
-        annotator = build_annotator(
-            kind=annotator_row.kind, name=annotator_row.name, config=annotator_row.config
+        annotator = annotator_prepare(
+            row=row, batch=batch, loaded=loaded, listener=tracker.listener
         )
-        annotator.prepare(loaded.corpus)
-        written += _rank_direction(
-            annotator_row, annotator, loaded, missing, Direction.I2T, depth, tracker
-        )
-        written += _rank_direction(
-            annotator_row, annotator, loaded, missing, Direction.T2I, depth, tracker
-        )
-    tracker.finish()
+        for direction in (Direction.I2T, Direction.T2I):
+            written += _rank_direction(row, annotator, loaded, missing, direction, depth, tracker)
+    if query_ids is None:
+        tracker.finish()
     return written
 
 
+def retrieval_plan(*, batch: Batch, config: BatchConfig) -> list[tuple[int, list[int]]]:
+    """Split the missing (annotator, query) work into chunks for parallel workers."""
+    loaded = corpus_load(dataset=batch.dataset)
+    queries = queries_sample(batch=batch, config=config, loaded=loaded)
+    done_pairs = set(
+        Ranking.objects.filter(query__batch=batch).values_list("annotator_id", "query_id")
+    )
+    plan = []
+    for row in _batch_annotators(batch, config):
+        missing = [q.pk for q in queries if (row.pk, q.pk) not in done_pairs]
+        for start in range(0, len(missing), CHUNK_QUERIES):
+            plan.append((row.pk, missing[start : start + CHUNK_QUERIES]))
+    return plan
+
+
+def embeddings_warm(*, batch: Batch, config: BatchConfig) -> None:
+    """Fill the embedding cache once, so parallel chunks only read it."""
+    loaded = corpus_load(dataset=batch.dataset)
+    for row in _batch_annotators(batch, config):
+        annotator = build_annotator(kind=row.kind, name=row.name, config=row.config)
+        if isinstance(annotator, EmbeddingAnnotator):
+            annotator_prepare(row=row, batch=batch, loaded=loaded)
+
+
+def retrieval_complete(*, batch: Batch, config: BatchConfig) -> bool:
+    """Say whether every (annotator, query) pair of the batch has its ranking."""
+    expected = len(config.annotators) * batch.queries.count()
+    return expected > 0 and Ranking.objects.filter(query__batch=batch).count() >= expected
+
+
+def retrieval_finish(*, batch: Batch, config: BatchConfig) -> bool:
+    """Move a fully ranked batch from retrieving to pooling; True for the one caller that did."""
+    if not retrieval_complete(batch=batch, config=config):
+        return False
+    tracker = StageTracker(batch=batch, stage=BatchState.RETRIEVING)
+    tracker.total = len(config.annotators) * batch.queries.count()
+    tracker.finish()
+    moved = Batch.objects.filter(pk=batch.pk, state=BatchState.RETRIEVING).update(
+        state=BatchState.POOLING, error=""
+    )
+    return bool(moved)
+
+
+def _batch_annotators(batch: Batch, config: BatchConfig) -> list[MachineAnnotator]:
+    return list(MachineAnnotator.objects.filter(name__in=config.annotators).order_by("name"))
+
+
 def _rank_direction(
-    annotator_row: MachineAnnotator,
-    annotator: object,
+    row: MachineAnnotator,
+    annotator: Annotator,
     loaded: LoadedCorpus,
     queries: list[Query],
     direction: str,
@@ -96,19 +188,19 @@ def _rank_direction(
             annotator, rows, depth, n_images=loaded.corpus.n_images, progress=on_chunk
         )
         target_pks = loaded.image_pks
-    _store_rankings(annotator_row, queries, top, target_pks)
+    _store_rankings(row, queries, top, target_pks)
     return len(queries)
 
 
 def _store_rankings(
-    annotator_row: MachineAnnotator, queries: list[Query], top: TopK, target_pks: np.ndarray
+    row: MachineAnnotator, queries: list[Query], top: TopK, target_pks: np.ndarray
 ) -> None:
     targets = target_pks[top.indices].tolist()
     scores = np.round(top.scores.astype(np.float64), 6).tolist()
     with transaction.atomic():
         Ranking.objects.bulk_create(
             [
-                Ranking(query=query, annotator=annotator_row, targets=targets[i], scores=scores[i])
+                Ranking(query=query, annotator=row, targets=targets[i], scores=scores[i])
                 for i, query in enumerate(queries)
             ],
             batch_size=1000,

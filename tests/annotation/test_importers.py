@@ -123,7 +123,11 @@ def test_text_only_import_keeps_file_names_but_stores_no_file(files):
     assert dataset.images.count() == 3
     assert dataset.captions.count() == 5
     assert PositivePair.objects.filter(positive_set__dataset=dataset).count() == 5
-    assert sorted(dataset.images.values_list("file_name", flat=True)) == ["a.png", "b.png", "sub/c.png"]
+    assert sorted(dataset.images.values_list("file_name", flat=True)) == [
+        "a.png",
+        "b.png",
+        "sub/c.png",
+    ]
     assert set(dataset.images.values_list("file", flat=True)) == {""}
     assert stored_files() == []
 
@@ -154,18 +158,18 @@ BAD_TSVS = {
         1,
         "header",
     ),
-    "non-integer caption id": (GOOD_ROWS + ["4x\t3\tsub/c.png\tA star."], HEADER, 7, "caption_id"),
-    "non-integer image id": (GOOD_ROWS + ["41\tthree\tsub/c.png\tA star."], HEADER, 7, "image_id"),
-    "negative image id": (GOOD_ROWS + ["41\t-3\tsub/c.png\tA star."], HEADER, 7, "image_id"),
-    "duplicate caption id": (GOOD_ROWS + ["12\t3\tsub/c.png\tA star."], HEADER, 7, "caption_id"),
+    "non-integer caption id": ([*GOOD_ROWS, "4x\t3\tsub/c.png\tA star."], HEADER, 7, "caption_id"),
+    "non-integer image id": ([*GOOD_ROWS, "41\tthree\tsub/c.png\tA star."], HEADER, 7, "image_id"),
+    "negative image id": ([*GOOD_ROWS, "41\t-3\tsub/c.png\tA star."], HEADER, 7, "image_id"),
+    "duplicate caption id": ([*GOOD_ROWS, "12\t3\tsub/c.png\tA star."], HEADER, 7, "caption_id"),
     "image id with two file names": (
-        GOOD_ROWS + ["41\t1\tother.png\tA star."],
+        [*GOOD_ROWS, "41\t1\tother.png\tA star."],
         HEADER,
         7,
         "file_name",
     ),
-    "empty caption": (GOOD_ROWS + ["41\t3\tsub/c.png\t   "], HEADER, 7, "caption"),
-    "missing field": (GOOD_ROWS + ["41\t3\tA star."], HEADER, 7, "fields"),
+    "empty caption": ([*GOOD_ROWS, "41\t3\tsub/c.png\t   "], HEADER, 7, "caption"),
+    "missing field": ([*GOOD_ROWS, "41\t3\tA star."], HEADER, 7, "fields"),
 }
 
 
@@ -258,6 +262,21 @@ def test_failure_after_storing_files_removes_them_and_every_row(files, monkeypat
     with pytest.raises(RuntimeError, match="disk full"):
         import_files(files)
     assert_nothing_left()
+
+
+def test_long_but_valid_file_names_import_or_are_refused_clearly(files):
+    file_name = "f" * 60 + ".png"  # well within Image.file_name's 255 characters
+    write_png(files / "images" / file_name, "red")
+    write_tsv(files / "captions.tsv", [*GOOD_ROWS, f"41\t4\t{file_name}\tA red square."])
+    try:
+        dataset = import_files(files, name="d" * 40)
+    except ImportFileError as exc:  # a clear refusal is acceptable …
+        assert file_name in str(exc)
+        assert_nothing_left()
+        return
+    image = dataset.images.get(ext_id=4)  # … and so is a complete import
+    assert len(image.file.name) <= Image._meta.get_field("file").max_length
+    assert Path(image.file.path).read_bytes() == (files / "images" / file_name).read_bytes()
 
 
 def test_duplicate_dataset_name_is_refused_and_the_first_is_kept(files):

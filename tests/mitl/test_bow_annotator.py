@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from mitl.annotators import (
-    ANNOTATOR_KINDS,
     AnnotatorError,
     BowAnnotator,
     Corpus,
+    annotator_class,
     build_annotator,
 )
 from mitl.annotators.bow import STOP_WORDS, tokenize
@@ -242,10 +242,12 @@ def test_non_boolean_option_is_rejected() -> None:
 
 
 def test_unknown_kind_lists_known_kinds() -> None:
-    with pytest.raises(AnnotatorError, match=re.escape("unknown kind 'clip-xl'")) as raised:
+    with pytest.raises(
+        AnnotatorError, match=re.escape("unknown annotator kind 'clip-xl'")
+    ) as raised:
         build_annotator(kind="clip-xl", name="big", config={})
     assert "bow" in str(raised.value)
-    assert ANNOTATOR_KINDS["bow"] is BowAnnotator
+    assert annotator_class("bow") is BowAnnotator
 
 
 def test_corpus_checks_its_shapes() -> None:

@@ -27,6 +27,7 @@ from annotation.models import (
     Judgement,
     MachineAnnotator,
     PositivePair,
+    PositiveSet,
     Proposal,
     Query,
     Ranking,
@@ -44,6 +45,7 @@ from annotation.services import (
 )
 from mitl.annotators import build_annotator
 from mitl.config import ConfigError
+from mitl.services.build import hits_build
 from mitl.services.corpus import corpus_load
 from mitl.services.pipeline import (
     batch_config,
@@ -57,8 +59,7 @@ from mitl.services.pool import candidates_pool
 from mitl.services.progress import StageTracker
 from mitl.services.retrieve import rankings_compute
 from mitl.services.simulate import crowd_simulate
-from mitl.services.build import hits_build
-from mitl.tasks import close_annotation
+from mitl.tasks import close_annotation, run_stage
 
 POSITIVE = ("yes", "weak_yes")
 AUTOMATIC_BEFORE_PEOPLE = ("retrieving", "pooling", "building")
@@ -123,7 +124,9 @@ def original_ext_pairs(dataset: Dataset) -> set[tuple[int, int]]:
 def answer_everything(hit: HIT, worker: Worker, level: str) -> Assignment:
     """A person answers `level` for every pair of `hit` (no follow-ups needed for yes/no)."""
     assignment = assignment_create(hit=hit, worker=worker)
-    answers = [AnswerInput(item_id=pk, level=level) for pk in hit.items.values_list("pk", flat=True)]
+    answers = [
+        AnswerInput(item_id=pk, level=level) for pk in hit.items.values_list("pk", flat=True)
+    ]
     assignment_submit(assignment=assignment, answers=answers, followups_required=True)
     assignment.refresh_from_db()
     return assignment
@@ -137,32 +140,44 @@ def test_run_until_annotating_samples_the_configured_queries(batch, small_config
 
     assert (batch.state, batch.error) == ("annotating", "")
     directions = Counter(Query.objects.filter(batch=batch).values_list("direction", flat=True))
-    assert directions == {"i2t": small_config["n_image_queries"], "t2i": small_config["n_caption_queries"]}
+    assert directions == {
+        "i2t": small_config["n_image_queries"],
+        "t2i": small_config["n_caption_queries"],
+    }
     i2t = Query.objects.filter(batch=batch, direction="i2t")
     t2i = Query.objects.filter(batch=batch, direction="t2i")
-    assert not i2t.filter(image__isnull=True).exists() and not i2t.filter(caption__isnull=False).exists()
-    assert not t2i.filter(caption__isnull=True).exists() and not t2i.filter(image__isnull=False).exists()
+    assert (
+        not i2t.filter(image__isnull=True).exists()
+        and not i2t.filter(caption__isnull=False).exists()
+    )
+    assert (
+        not t2i.filter(caption__isnull=True).exists()
+        and not t2i.filter(image__isnull=False).exists()
+    )
     assert i2t.filter(image__dataset=batch.dataset).values("image").distinct().count() == 8
     assert t2i.filter(caption__dataset=batch.dataset).values("caption").distinct().count() == 8
 
 
 def test_query_sample_is_reproducible_from_the_seed(batch, small_config):
     twin = batch_create(dataset=batch.dataset, name="twin", raw_config=small_config)
-    other = batch_create(dataset=batch.dataset, name="other", raw_config={**small_config, "seed": 2})
+    other = batch_create(
+        dataset=batch.dataset, name="other", raw_config={**small_config, "seed": 2}
+    )
     for each in (batch, twin, other):
-        assert stage_run(batch_id=each.pk, stage="retrieving") == "pooling" or each.state == "draft"
+        assert batch_run_until(batch_id=each.pk, until="pooling") == "pooling"
 
     def items(b):
-        return sorted(Query.objects.filter(batch=b).values_list("direction", "image_id", "caption_id"))
+        return sorted(
+            Query.objects.filter(batch=b).values_list("direction", "image_id", "caption_id")
+        )
 
-    # stage_run on a draft batch refuses; batch_run_until starts it
-    for each in (batch, twin, other):
-        batch_run_until(batch_id=each.pk, until="pooling")
     assert items(batch) == items(twin)
     assert items(batch) != items(other)
 
 
-def test_rankings_exist_per_annotator_and_query_and_match_the_annotator(batch, annotators, small_config):
+def test_rankings_exist_per_annotator_and_query_and_match_the_annotator(
+    batch, annotators, small_config
+):
     batch = to_annotating(batch)
     depth = small_config["golden_negative_depth"]
     queries = list(Query.objects.filter(batch=batch))
@@ -173,7 +188,9 @@ def test_rankings_exist_per_annotator_and_query_and_match_the_annotator(batch, a
 
     loaded = corpus_load(dataset=batch.dataset)
     for annotator_row in annotators:
-        annotator = build_annotator(kind="bow", name=annotator_row.name, config=annotator_row.config)
+        annotator = build_annotator(
+            kind="bow", name=annotator_row.name, config=annotator_row.config
+        )
         annotator.prepare(loaded.corpus)
         for query in queries:
             ranking = rankings.get(annotator=annotator_row, query=query)
@@ -189,12 +206,13 @@ def test_rankings_exist_per_annotator_and_query_and_match_the_annotator(batch, a
                 scores = annotator.similarity(np.arange(loaded.corpus.n_images), row)[:, 0]
                 by_target = dict(zip(loaded.image_pks.tolist(), scores.tolist(), strict=True))
             # stored targets are database ids whose scores are the annotator's, best first
-            assert [round(by_target[t], 5) for t in ranking.targets] == [
-                round(s, 5) for s in ranking.scores
-            ]
-            assert ranking.scores[-1] >= max(
-                s for t, s in by_target.items() if t not in ranking.targets
-            ) - 1e-6
+            assert [by_target[t] for t in ranking.targets] == pytest.approx(
+                ranking.scores, abs=1e-6
+            )
+            assert (
+                ranking.scores[-1]
+                >= max(s for t, s in by_target.items() if t not in ranking.targets) - 1e-6
+            )
 
 
 def test_retrieving_resumes_only_the_missing_rankings(batch):
@@ -216,7 +234,7 @@ def test_retrieving_resumes_only_the_missing_rankings(batch):
         for r in Ranking.objects.filter(query__batch=batch)
     }
     assert after.keys() == before.keys()
-    for key, (pk, targets, scores) in after.items():
+    for key, (_pk, targets, scores) in after.items():
         assert (targets, scores) == before[key][1:]  # recomputed identically
     kept = MachineAnnotator.objects.get(name="tfidf").pk
     assert all(after[k][0] == before[k][0] for k in after if k[1] == kept)  # untouched
@@ -233,8 +251,12 @@ def test_pooling_deduplicates_candidates_and_keeps_every_proposal(batch, small_c
     expected: dict[tuple[int, int], list[tuple[int, int, int, float]]] = defaultdict(list)
     for ranking in Ranking.objects.filter(query__batch=batch):
         query = queries[ranking.query_id]
-        for rank, (target, score) in enumerate(zip(ranking.targets[:k], ranking.scores[:k], strict=True), 1):
-            pair = (query.image_id, target) if query.direction == "i2t" else (target, query.caption_id)
+        for rank, (target, score) in enumerate(
+            zip(ranking.targets[:k], ranking.scores[:k], strict=True), 1
+        ):
+            pair = (
+                (query.image_id, target) if query.direction == "i2t" else (target, query.caption_id)
+            )
             expected[pair].append((ranking.annotator_id, query.pk, rank, score))
 
     candidates = {(c.image_id, c.caption_id): c for c in Candidate.objects.filter(batch=batch)}
@@ -260,7 +282,9 @@ def test_hits_hold_tasks_and_one_golden_of_each_kind(batch, small_config):
     hits = list(HIT.objects.filter(batch=batch).order_by("index"))
     n_candidates = Candidate.objects.filter(batch=batch).count()
 
-    assert [hit.index for hit in hits] == list(range(math.ceil(n_candidates / small_config["hit_size"])))
+    assert [hit.index for hit in hits] == list(
+        range(math.ceil(n_candidates / small_config["hit_size"]))
+    )
     originals = set(Caption.objects.filter(dataset=batch.dataset).values_list("image_id", "pk"))
     for hit in hits:
         assert hit.max_assignments == small_config["assignments_per_hit"]
@@ -274,9 +298,9 @@ def test_hits_hold_tasks_and_one_golden_of_each_kind(batch, small_config):
         golden_tp = next(i for i in items if i.role == "golden_tp")
         assert (golden_tp.image_id, golden_tp.caption_id) in originals
         assert (golden_tp.image_id, golden_tp.caption_id) not in tasks
-    assert sum(h.items.filter(role="task").count() for h in hits[:-1]) == small_config["hit_size"] * (
-        len(hits) - 1
-    )
+    assert sum(h.items.filter(role="task").count() for h in hits[:-1]) == small_config[
+        "hit_size"
+    ] * (len(hits) - 1)
 
 
 def test_every_candidate_is_a_task_in_exactly_one_hit(batch):
@@ -286,48 +310,119 @@ def test_every_candidate_is_a_task_in_exactly_one_hit(batch):
         Candidate.objects.filter(batch=batch).values_list("pk", flat=True)
     )
     for item in tasks:
-        assert (item.image_id, item.caption_id) == (item.candidate.image_id, item.candidate.caption_id)
+        assert (item.image_id, item.caption_id) == (
+            item.candidate.image_id,
+            item.candidate.caption_id,
+        )
 
 
-def test_golden_negative_lies_outside_every_ranking_of_a_query_on_its_page(batch):
-    batch = to_annotating(batch)
+@pytest.mark.parametrize("depth", [10, 35])  # 35 of 40 images: most targets are ranked
+def test_golden_negative_lies_outside_every_ranking_of_a_query_on_its_page(
+    dataset, annotators, small_config, depth
+):
+    config = {**small_config, "golden_negative_depth": depth}
+    batch = to_annotating(batch_create(dataset=dataset, name="deep", raw_config=config))
+    assert len(Ranking.objects.filter(query__batch=batch).first().targets) == depth
     ranked: dict[int, set[int]] = defaultdict(set)
-    for query_id, targets in Ranking.objects.filter(query__batch=batch).values_list("query_id", "targets"):
+    for query_id, targets in Ranking.objects.filter(query__batch=batch).values_list(
+        "query_id", "targets"
+    ):
         ranked[query_id].update(targets)
-    positives = set(PositivePair.objects.filter(positive_set__dataset=batch.dataset).values_list("image_id", "caption_id"))
+    positives = set(
+        PositivePair.objects.filter(positive_set__dataset=batch.dataset).values_list(
+            "image_id", "caption_id"
+        )
+    )
     queries = {q.pk: q for q in Query.objects.filter(batch=batch)}
 
     for hit in HIT.objects.filter(batch=batch):
         golden = hit.items.get(role="golden_tn")
         assert (golden.image_id, golden.caption_id) not in positives
-        page_queries = [queries[pk] for pk in hit.items.filter(role="task").values_list("candidate__query_id", flat=True)]
+        page_queries = [
+            queries[pk]
+            for pk in hit.items.filter(role="task").values_list("candidate__query_id", flat=True)
+        ]
         sources = [
             q
             for q in page_queries
-            if (q.direction == "i2t" and q.image_id == golden.image_id and golden.caption_id not in ranked[q.pk])
-            or (q.direction == "t2i" and q.caption_id == golden.caption_id and golden.image_id not in ranked[q.pk])
+            if (
+                q.direction == "i2t"
+                and q.image_id == golden.image_id
+                and golden.caption_id not in ranked[q.pk]
+            )
+            or (
+                q.direction == "t2i"
+                and q.caption_id == golden.caption_id
+                and golden.image_id not in ranked[q.pk]
+            )
         ]
         assert sources, f"golden TN of HIT {hit.index} comes from no query of its page"
+
+
+def test_golden_negative_is_never_a_known_positive(batch):
+    """Known positives (any positive set of the dataset) are excluded like ranked targets."""
+    assert batch_run_until(batch_id=batch.pk, until="building") == "building"
+    ranked: dict[int, set[int]] = defaultdict(set)
+    for query_id, targets in Ranking.objects.filter(query__batch=batch).values_list(
+        "query_id", "targets"
+    ):
+        ranked[query_id].update(targets)
+    captions = Caption.objects.filter(dataset=batch.dataset)
+    # every image query is linked to all captions outside its rankings but one
+    linked = set()
+    for query in Query.objects.filter(batch=batch, direction="i2t"):
+        own = set(captions.filter(image_id=query.image_id).values_list("pk", flat=True))
+        outside = sorted(set(captions.values_list("pk", flat=True)) - ranked[query.pk] - own)
+        linked |= {(query.image_id, caption) for caption in outside[1:]}
+    cxc = PositiveSet.objects.create(dataset=batch.dataset, name="cxc", source="imported")
+    PositivePair.objects.bulk_create(
+        [PositivePair(positive_set=cxc, image_id=i, caption_id=c) for i, c in linked]
+    )
+
+    assert batch_run_until(batch_id=batch.pk, until="annotating") == "annotating"
+
+    known = set(
+        PositivePair.objects.filter(positive_set__dataset=batch.dataset).values_list(
+            "image_id", "caption_id"
+        )
+    )
+    goldens = HITItem.objects.filter(hit__batch=batch, role="golden_tn")
+    assert goldens.count() == HIT.objects.filter(batch=batch).count()
+    for image, caption in goldens.values_list("image_id", "caption_id"):
+        assert (image, caption) not in known
 
 
 # --- the state machine ---------------------------------------------------------------------
 
 
+def hit_layout() -> list[tuple]:
+    return list(
+        HITItem.objects.order_by("pk").values_list(
+            "hit_id", "position", "role", "image_id", "caption_id"
+        )
+    )
+
+
 def test_running_each_stage_again_is_a_no_op(batch):
     batch = to_annotating(batch)
-    before = row_counts()
-    hits_before = list(HITItem.objects.order_by("pk").values_list("hit_id", "position", "role", "image_id", "caption_id"))
+    before, layout = row_counts(), hit_layout()
 
     for stage in AUTOMATIC_BEFORE_PEOPLE:
         assert stage_run(batch_id=batch.pk, stage=stage) == "annotating"
     assert batch_run_until(batch_id=batch.pk, until="annotating") == "annotating"
+    # the stage services themselves, called again, work out that nothing is missing
     config = batch_config(batch)
-    assert rankings_compute(batch=batch, config=config, tracker=StageTracker(batch=batch, stage="retrieving")) == 0
-    assert candidates_pool(batch=batch, config=config, tracker=StageTracker(batch=batch, stage="pooling")) == before["Candidate"]
-    assert hits_build(batch=batch, config=config, tracker=StageTracker(batch=batch, stage="building")) == before["HIT"]
 
+    def tracker(stage: str) -> StageTracker:
+        return StageTracker(batch=batch, stage=stage)
+
+    written = rankings_compute(batch=batch, config=config, tracker=tracker("retrieving"))
+    pooled = candidates_pool(batch=batch, config=config, tracker=tracker("pooling"))
+    built = hits_build(batch=batch, config=config, tracker=tracker("building"))
+
+    assert (written, pooled, built) == (0, before["Candidate"], before["HIT"])
     assert row_counts() == before
-    assert list(HITItem.objects.order_by("pk").values_list("hit_id", "position", "role", "image_id", "caption_id")) == hits_before
+    assert hit_layout() == layout
 
 
 def test_annotating_waits_for_people_unless_forced(batch):
@@ -338,7 +433,15 @@ def test_annotating_waits_for_people_unless_forced(batch):
     assert not Release.objects.exists()
 
 
-@pytest.mark.parametrize(("reached", "asked"), [("draft", "retrieving"), ("draft", "pooling"), ("pooling", "building"), ("pooling", "aggregating")])
+@pytest.mark.parametrize(
+    ("reached", "asked"),
+    [
+        ("draft", "retrieving"),
+        ("draft", "pooling"),
+        ("pooling", "building"),
+        ("pooling", "aggregating"),
+    ],
+)
 def test_stage_run_refuses_a_stage_the_batch_has_not_reached(batch, reached, asked):
     if reached != "draft":
         batch_run_until(batch_id=batch.pk, until=reached)
@@ -375,7 +478,10 @@ def test_progress_rows_reach_done_equals_total_for_each_automatic_stage(batch):
         row = rows[stage]
         assert (row.done, row.total) == (total, total), stage
         assert row.started_at is not None and row.finished_at is not None
-    assert all(entry["finished"] and entry["done"] == entry["total"] for entry in batch_progress(batch=batch))
+    assert all(
+        entry["finished"] and entry["done"] == entry["total"]
+        for entry in batch_progress(batch=batch)
+    )
     for stage in AUTOMATIC_BEFORE_PEOPLE:
         assert (stage, expected_totals[stage], expected_totals[stage]) in seen
 
@@ -397,7 +503,21 @@ def test_a_failing_stage_keeps_its_state_records_the_error_and_resumes(batch, mo
     assert batch.error == ""
 
 
-def test_celery_tasks_chain_the_automatic_stages(batch, django_capture_on_commit_callbacks):
+@pytest.fixture
+def eager_celery():
+    """Run Celery tasks in this process even when the environment names a broker."""
+    from config.celery import app
+
+    overrides = {"CELERY_TASK_ALWAYS_EAGER": True, "CELERY_TASK_EAGER_PROPAGATES": True}
+    saved = {key: app.conf[key] for key in overrides}
+    app.conf.update(overrides)
+    yield
+    app.conf.update(saved)
+
+
+def test_celery_tasks_chain_the_automatic_stages(
+    batch, eager_celery, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
         batch_start(batch=batch)
     batch.refresh_from_db()
@@ -414,11 +534,52 @@ def test_celery_tasks_chain_the_automatic_stages(batch, django_capture_on_commit
     assert Release.objects.filter(batches=batch).count() == 1
 
 
-def test_batch_create_refuses_unknown_annotators_and_too_many_queries(dataset, annotators, small_config):
+def test_a_task_delivered_twice_does_nothing_the_second_time(
+    batch, eager_celery, django_capture_on_commit_callbacks
+):
+    batch_run_until(batch_id=batch.pk, until="pooling")  # the chain has queued pooling already
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        assert run_stage(batch.pk, "retrieving") == "pooling"  # the late duplicate
+    batch.refresh_from_db()
+    assert queued == []
+    assert batch.state == "pooling"
+    assert not Candidate.objects.filter(batch=batch).exists()
+
+
+def test_a_duplicate_task_after_the_automatic_stages_queues_nothing(
+    batch, eager_celery, django_capture_on_commit_callbacks
+):
+    to_annotating(batch)
+    before = row_counts()
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        assert run_stage(batch.pk, "pooling") == "annotating"
+    assert queued == []
+    assert row_counts() == before
+
+
+def test_stage_run_refuses_an_unknown_stage_with_a_service_error(batch):
+    with pytest.raises(ServiceError, match="bogus"):
+        stage_run(batch_id=batch.pk, stage="bogus")
+
+
+def test_refusing_a_stage_that_cannot_run_does_not_mark_the_batch_failed(batch):
+    with pytest.raises(ServiceError, match="not a stage that can run"):
+        stage_run(batch_id=batch.pk, stage="draft")
+    batch.refresh_from_db()
+    assert (batch.state, batch.error) == ("draft", "")
+
+
+def test_batch_create_refuses_unknown_annotators_and_too_many_queries(
+    dataset, annotators, small_config
+):
     with pytest.raises(ServiceError, match="unknown annotator 'clip'"):
-        batch_create(dataset=dataset, name="x", raw_config={**small_config, "annotators": ["tfidf", "clip"]})
+        batch_create(
+            dataset=dataset, name="x", raw_config={**small_config, "annotators": ["tfidf", "clip"]}
+        )
     with pytest.raises(ServiceError, match="200 valid captions"):
-        batch_create(dataset=dataset, name="x", raw_config={**small_config, "n_caption_queries": 201})
+        batch_create(
+            dataset=dataset, name="x", raw_config={**small_config, "n_caption_queries": 201}
+        )
     with pytest.raises(ConfigError, match="unknown key 'hitsize'"):
         batch_create(dataset=dataset, name="x", raw_config={**small_config, "hitsize": 3})
     assert not Batch.objects.exists()
@@ -433,7 +594,11 @@ def test_crowd_simulate_fills_every_slot(batch, small_config):
 
     hits = list(HIT.objects.filter(batch=batch))
     assignments = Assignment.objects.filter(hit__batch=batch)
-    assert summary.assignments == assignments.count() == len(hits) * small_config["assignments_per_hit"]
+    assert (
+        summary.assignments
+        == assignments.count()
+        == len(hits) * small_config["assignments_per_hit"]
+    )
     assert summary.approved == assignments.filter(status="approved").count()
     assert summary.flagged == assignments.filter(status="submitted", flagged=True).count()
     assert summary.approved + summary.flagged == summary.assignments
@@ -470,8 +635,13 @@ def test_non_synthetic_dataset_without_oracle_is_refused(batch):
 
 def test_oracle_mode_answers_from_the_reference_set(batch, tmp_path):
     batch = to_annotating(batch)
-    Dataset.objects.filter(pk=batch.dataset_id).update(meta={})  # no synthetic truth to fall back on
-    candidates = list(Candidate.objects.filter(batch=batch).order_by("pk").values_list("image__ext_id", "caption__ext_id"))
+    # no synthetic truth to fall back on: the answers can only come from the oracle
+    Dataset.objects.filter(pk=batch.dataset_id).update(meta={})
+    candidates = list(
+        Candidate.objects.filter(batch=batch)
+        .order_by("pk")
+        .values_list("image__ext_id", "caption__ext_id")
+    )
     chosen = set(candidates[::2])
     reference = original_ext_pairs(batch.dataset) | chosen
     # half of the pairs in each file: the reference is their union
@@ -536,7 +706,9 @@ def test_release_files_load_in_eccv_caption_and_hold_every_query_and_the_positiv
         )
     )
     assert human - originals  # the crowd found new positives …
-    assert load_release(release) == expected_release(originals | human, image_queries, caption_queries)
+    assert load_release(release) == expected_release(
+        originals | human, image_queries, caption_queries
+    )
 
     lines = (folder / "judgements.jsonl").read_text().splitlines()
     assert len(lines) == Judgement.objects.filter(assignment__hit__batch=batch).count()
@@ -596,7 +768,7 @@ def test_verdicts_follow_the_eccv_majority_over_approved_assignments_only(batch)
     assert any(
         verdicts[c].is_positive
         for c in hits[0].items.filter(role="task").values_list("candidate_id", flat=True)
-    )  # a negative-only vote by the flagged worker would have turned some of these
+    )  # counted, the flagged worker's NO would have tied these votes, and a tie is negative
     human = set(
         PositivePair.objects.filter(positive_set__name=f"human-batch-{batch.pk}").values_list(
             "image_id", "caption_id"
@@ -613,7 +785,10 @@ def test_an_invalid_caption_disappears_from_the_release(batch):
     image_query = Query.objects.filter(batch=batch, direction="i2t").order_by("pk").first()
     own_caption = Caption.objects.filter(image_id=image_query.image_id).order_by("pk").first()
     caption_query = (
-        Query.objects.filter(batch=batch, direction="t2i").exclude(caption=own_caption).order_by("pk").first()
+        Query.objects.filter(batch=batch, direction="t2i")
+        .exclude(caption=own_caption)
+        .order_by("pk")
+        .first()
     )
     invalid = {own_caption.ext_id, caption_query.caption.ext_id}
     Caption.objects.filter(ext_id__in=invalid, dataset=batch.dataset).update(is_invalid=True)
@@ -624,7 +799,7 @@ def test_an_invalid_caption_disappears_from_the_release(batch):
     assert own_caption.ext_id not in {c for captions in i2t.values() for c in captions}
     assert str(caption_query.caption.ext_id) not in t2i
     assert len(i2t) == 8 and len(t2i) == 7
-    image_queries, caption_queries = query_ext_ids(batch)
+    _, caption_queries = query_ext_ids(batch)
     assert str(image_query.image.ext_id) in i2t and i2t[str(image_query.image.ext_id)]
     assert release.manifest["invalid_captions_excluded"] == sorted(invalid)
     for captions in i2t.values():

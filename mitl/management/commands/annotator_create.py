@@ -16,7 +16,12 @@ class Command(BaseCommand):
         parser.add_argument("name", help="unique annotator name, e.g. tfidf")
         parser.add_argument("--kind", required=True, choices=sorted(ANNOTATOR_KINDS))
         parser.add_argument("--config", default="{}", help="kind-specific settings as JSON")
-        parser.add_argument("--version", default="1", help="bump when weights or settings change")
+        # Not --version: every Django command already has that option (Django's own version).
+        parser.add_argument(
+            "--annotator-version",
+            default="1",
+            help="bump when weights or settings change; cached embeddings are keyed on it",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         try:
@@ -28,7 +33,7 @@ class Command(BaseCommand):
                 name=options["name"],
                 kind=options["kind"],
                 config=config,
-                version=options["version"],
+                version=options["annotator_version"],
             )
         except ServiceError as exc:
             raise CommandError(str(exc)) from exc

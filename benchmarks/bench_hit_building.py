@@ -1,0 +1,513 @@
+"""Benchmark the pooling and building stages at the size of the ECCV Caption run.
+
+Run from the repository root (``make bench`` does)::
+
+    python benchmarks/bench_hit_building.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test python benchmarks/bench_hit_building.py
+
+What it measures: ``candidates_pool`` then ``hits_build`` ("ours"), called as the pipeline
+calls them, on a COCO-5K-sized dataset (5,000 images, 25,000 captions) with 1,261 image and
+1,333 caption queries, 5 annotators and k = 5: 64,850 proposals pooled into 46,424 unique
+candidates, packed into HITs of 16 tasks + 1 golden TP + 1 golden TN. The baseline is the
+floor for the same work: plain ``bulk_create`` of exactly the rows ours wrote (snapshotted,
+deleted, then inserted again from objects built before the clock starts). The two run
+alternately, the median of each is reported, and the last line is one JSON object.
+
+It uses the configured database engine (DATABASE_URL, else SQLite) but only a throwaway test
+database created and destroyed with Django's own machinery, like the test runner. Nothing in
+the configured database itself is read or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+from django.db.models import Model  # noqa: E402
+
+from annotation.models import (  # noqa: E402
+    HIT,
+    Batch,
+    BatchStageProgress,
+    BatchState,
+    Candidate,
+    Caption,
+    Dataset,
+    Direction,
+    HITItem,
+    Image,
+    MachineAnnotator,
+    PositivePair,
+    PositiveSet,
+    PositiveSource,
+    Proposal,
+    Query,
+    Ranking,
+)
+from mitl.services.build import hits_build  # noqa: E402
+from mitl.services.pipeline import batch_config, batch_create  # noqa: E402
+from mitl.services.pool import candidates_pool  # noqa: E402
+from mitl.services.progress import StageTracker  # noqa: E402
+
+# The ECCV Caption run (Chun et al. 2022) on COCO 5K.
+N_IMAGES = 5_000
+CAPTIONS_PER_IMAGE = 5
+N_ANNOTATORS = 5
+N_IMAGE_QUERIES = 1_261
+N_CAPTION_QUERIES = 1_333
+K = 5
+RANKING_DEPTH = 25  # = golden_negative_depth: rankings are stored this deep
+HIT_SIZE = 16
+EXPECTED_PROPOSALS = (N_IMAGE_QUERIES + N_CAPTION_QUERIES) * N_ANNOTATORS * K  # 64,850
+EXPECTED_CANDIDATES = 46_424
+SEED = 0
+TARGET_RATIO = 2.0
+BATCH_SIZE = 5000  # rows per INSERT, as the services use
+
+# The rows the two stages write, in insertion (foreign-key) order.
+WRITTEN: tuple[type[Model], ...] = (Candidate, Proposal, HIT, HITItem)
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+def dataset_create() -> Dataset:
+    """5,000 images, 25,000 captions (5 per image) and the `original` positive set."""
+    dataset = Dataset.objects.create(name="bench-coco5k", description="hit-building benchmark")
+    Image.objects.bulk_create(
+        [
+            Image(dataset=dataset, ext_id=i, file_name=f"{i:012d}.jpg", labels=[])
+            for i in range(N_IMAGES)
+        ],
+        batch_size=BATCH_SIZE,
+    )
+    image_pks = list(
+        Image.objects.filter(dataset=dataset).order_by("ext_id").values_list("pk", flat=True)
+    )
+    Caption.objects.bulk_create(
+        [
+            Caption(
+                dataset=dataset,
+                ext_id=n * CAPTIONS_PER_IMAGE + j,
+                image_id=image_pk,
+                text=f"caption {j} of image {n}",
+            )
+            for n, image_pk in enumerate(image_pks)
+            for j in range(CAPTIONS_PER_IMAGE)
+        ],
+        batch_size=BATCH_SIZE,
+    )
+    original = PositiveSet.objects.create(
+        dataset=dataset, name="original", source=PositiveSource.ORIGINAL
+    )
+    PositivePair.objects.bulk_create(
+        [
+            PositivePair(positive_set=original, image_id=image_id, caption_id=caption_id)
+            for caption_id, image_id in Caption.objects.filter(dataset=dataset).values_list(
+                "pk", "image_id"
+            )
+        ],
+        batch_size=BATCH_SIZE,
+    )
+    return dataset
+
+
+def batch_prepare(dataset: Dataset) -> Batch:
+    """Annotators, a batch moved to `pooling`, its queries and synthetic rankings."""
+    names = [f"bench-bow-{a}" for a in range(N_ANNOTATORS)]
+    MachineAnnotator.objects.bulk_create([MachineAnnotator(name=n, kind="bow") for n in names])
+    batch = batch_create(
+        dataset=dataset,
+        name="bench eccv-size",
+        raw_config={
+            "annotators": names,
+            "n_image_queries": N_IMAGE_QUERIES,
+            "n_caption_queries": N_CAPTION_QUERIES,
+            "k": K,
+            "golden_negative_depth": RANKING_DEPTH,
+            "hit_size": HIT_SIZE,
+            "seed": SEED,
+        },
+    )
+    Batch.objects.filter(pk=batch.pk).update(state=BatchState.POOLING)
+    batch.refresh_from_db()
+
+    rng = random.Random(SEED)
+    image_pks = sorted(Image.objects.filter(dataset=dataset).values_list("pk", flat=True))
+    caption_pks = sorted(Caption.objects.filter(dataset=dataset).values_list("pk", flat=True))
+    query_images = sorted(rng.sample(image_pks, N_IMAGE_QUERIES))
+    query_captions = sorted(rng.sample(caption_pks, N_CAPTION_QUERIES))
+    Query.objects.bulk_create(
+        [Query(batch=batch, direction=Direction.I2T, image_id=pk) for pk in query_images]
+        + [Query(batch=batch, direction=Direction.T2I, caption_id=pk) for pk in query_captions],
+        batch_size=BATCH_SIZE,
+    )
+    queries = list(Query.objects.filter(batch=batch).order_by("pk").values_list("pk", "direction"))
+
+    # Image queries rank captions, caption queries rank images. Caption queries never rank
+    # an image that is itself an image query, so no pair is proposed from both directions:
+    # every query's top-5 pairs are its own, and the unique count is exactly sum(u_q).
+    query_image_set = set(query_images)
+    universe = {
+        Direction.I2T: caption_pks,
+        Direction.T2I: [pk for pk in image_pks if pk not in query_image_set],
+    }
+    unique_per_query = _unique_counts(rng, len(queries), EXPECTED_CANDIDATES)
+    annotator_pks = list(
+        MachineAnnotator.objects.filter(name__in=names)
+        .order_by("name")
+        .values_list("pk", flat=True)
+    )
+    rankings = []
+    for (query_pk, direction), u in zip(queries, unique_per_query, strict=True):
+        pool = universe[direction]
+        chosen = rng.sample(pool, u)
+        tops = _cover(rng, chosen, N_ANNOTATORS, K)
+        for annotator_pk, top in zip(annotator_pks, tops, strict=True):
+            deeper = _sample_excluding(rng, pool, RANKING_DEPTH - K, set(chosen))
+            scores = sorted(
+                (round(rng.uniform(0.05, 0.95), 6) for _ in range(RANKING_DEPTH)), reverse=True
+            )
+            rankings.append(
+                Ranking(
+                    query_id=query_pk,
+                    annotator_id=annotator_pk,
+                    targets=top + deeper,
+                    scores=scores,
+                )
+            )
+    Ranking.objects.bulk_create(rankings, batch_size=2000)
+    return batch
+
+
+def _unique_counts(rng: random.Random, n_queries: int, total: int) -> list[int]:
+    """How many distinct targets each query's 5 × top-5 slots cover (K..25, summing to total)."""
+    low, high = K, N_ANNOTATORS * K
+    counts = [rng.randint(11, high) for _ in range(n_queries)]
+    diff = total - sum(counts)
+    while diff:
+        q = rng.randrange(n_queries)
+        if diff > 0 and counts[q] < high:
+            counts[q] += 1
+            diff -= 1
+        elif diff < 0 and counts[q] > low:
+            counts[q] -= 1
+            diff += 1
+    return counts
+
+
+def _cover(rng: random.Random, chosen: list[int], n_lists: int, k: int) -> list[list[int]]:
+    """n_lists top-k lists of distinct targets whose union is exactly `chosen`."""
+    lists: list[list[int]] = [chosen[a::n_lists] for a in range(n_lists)]  # each at least once
+    for top in lists:
+        rest = [t for t in chosen if t not in top]
+        top += rng.sample(rest, k - len(top))  # repeats of targets other lists hold
+        rng.shuffle(top)
+    return lists
+
+
+def _sample_excluding(rng: random.Random, pool: list[int], n: int, excluded: set[int]) -> list[int]:
+    picked: list[int] = []
+    seen = set(excluded)
+    while len(picked) < n:
+        t = pool[rng.randrange(len(pool))]
+        if t not in seen:
+            seen.add(t)
+            picked.append(t)
+    return picked
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def rows_delete(batch: Batch) -> None:
+    """Remove what the two stages wrote (and their progress rows), children first.
+
+    The throwaway database holds this one batch only. On PostgreSQL the four tables are
+    truncated (instant, and no dead tuples or index bloat carry over into the next run);
+    elsewhere the rows are deleted with raw DELETEs (the deletion collector would fetch
+    ~160k rows only to find that nothing else points at them).
+    """
+    BatchStageProgress.objects.filter(batch=batch).delete()
+    if connection.vendor == "postgresql":
+        assert Batch.objects.count() == 1, "TRUNCATE would empty other batches' rows"
+        tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in WRITTEN)
+        with connection.cursor() as cursor:
+            # CASCADE also empties the (empty) tables that reference these: judgements,
+            # verdicts.
+            cursor.execute(f"TRUNCATE {tables} CASCADE")
+        return
+    hits = HIT.objects.filter(batch=batch).values("pk")
+    candidates = Candidate.objects.filter(batch=batch).values("pk")
+    with transaction.atomic():
+        for queryset in (
+            HITItem.objects.filter(hit__in=hits),
+            HIT.objects.filter(batch=batch),
+            Proposal.objects.filter(candidate__in=candidates),
+            Candidate.objects.filter(batch=batch),
+        ):
+            queryset._raw_delete(queryset.db)
+
+
+def rows_count(batch: Batch) -> dict[str, int]:
+    return {
+        "Candidate": Candidate.objects.filter(batch=batch).count(),
+        "Proposal": Proposal.objects.filter(candidate__batch=batch).count(),
+        "HIT": HIT.objects.filter(batch=batch).count(),
+        "HITItem": HITItem.objects.filter(hit__batch=batch).count(),
+    }
+
+
+def rows_snapshot(batch: Batch) -> dict[type[Model], list[dict[str, Any]]]:
+    """The stored values of every row the two stages wrote, primary keys included."""
+    filters = {
+        Candidate: {"batch": batch},
+        Proposal: {"candidate__batch": batch},
+        HIT: {"batch": batch},
+        HITItem: {"hit__batch": batch},
+    }
+    snapshot = {}
+    for model in WRITTEN:
+        columns = [field.attname for field in model._meta.concrete_fields]
+        snapshot[model] = list(
+            model.objects.filter(**filters[model]).order_by("pk").values(*columns)
+        )
+    return snapshot
+
+
+def content_fingerprint(snapshot: dict[type[Model], list[dict[str, Any]]]) -> int:
+    """Hash of what the rows say, independent of primary keys (runs must agree)."""
+    candidates = {row["id"]: (row["image_id"], row["caption_id"]) for row in snapshot[Candidate]}
+    hit_index = {row["id"]: row["index"] for row in snapshot[HIT]}
+    items = sorted(
+        (
+            hit_index[row["hit_id"]],
+            row["position"],
+            row["role"],
+            row["image_id"],
+            row["caption_id"],
+            candidates.get(row["candidate_id"]),
+        )
+        for row in snapshot[HITItem]
+    )
+    proposals = sorted(
+        (
+            candidates[row["candidate_id"]],
+            row["annotator_id"],
+            row["query_id"],
+            row["rank"],
+            row["score"],
+        )
+        for row in snapshot[Proposal]
+    )
+    return hash((tuple(items), tuple(proposals)))
+
+
+def run_ours(batch_id: int) -> tuple[float, float, float, float]:
+    """candidates_pool then hits_build, as `stage_run` calls them.
+
+    Returns seconds: (wall total, wall pool, wall build, this process's CPU total).
+    """
+    batch = Batch.objects.select_related("dataset").get(pk=batch_id)
+    gc.collect()
+    cpu = time.process_time()
+    start = time.perf_counter()
+    config = batch_config(batch)
+    candidates_pool(
+        batch=batch, config=config, tracker=StageTracker(batch=batch, stage=BatchState.POOLING)
+    )
+    pooled = time.perf_counter()
+    hits_build(
+        batch=batch, config=config, tracker=StageTracker(batch=batch, stage=BatchState.BUILDING)
+    )
+    end = time.perf_counter()
+    return end - start, pooled - start, end - pooled, time.process_time() - cpu
+
+
+def run_baseline(snapshot: dict[type[Model], list[dict[str, Any]]]) -> tuple[float, float]:
+    """Plain bulk inserts of exactly the snapshotted rows; objects are built before timing.
+
+    Returns seconds: (wall, this process's CPU).
+    """
+    objects = {model: [model(**row) for row in rows] for model, rows in snapshot.items()}
+    gc.collect()
+    cpu = time.process_time()
+    start = time.perf_counter()
+    # One transaction per stage, as the services write.
+    with transaction.atomic():
+        Candidate.objects.bulk_create(objects[Candidate], batch_size=BATCH_SIZE)
+        Proposal.objects.bulk_create(objects[Proposal], batch_size=BATCH_SIZE)
+    with transaction.atomic():
+        HIT.objects.bulk_create(objects[HIT], batch_size=BATCH_SIZE)
+        HITItem.objects.bulk_create(objects[HITItem], batch_size=BATCH_SIZE)
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def timed(label: str, action: Callable[[], Any]) -> Any:
+    start = time.perf_counter()
+    result = action()
+    print(f"  {label}: {time.perf_counter() - start:.2f} s", flush=True)
+    return result
+
+
+def benchmark(repeats: int, profile_path: str | None) -> dict[str, Any]:
+    dataset = timed(
+        "dataset (5,000 images, 25,000 captions, 25,000 original pairs)", dataset_create
+    )
+    batch = timed(
+        "batch, 2,594 queries, 12,970 rankings of depth 25", lambda: batch_prepare(dataset)
+    )
+    print(f"  peak RSS after set-up: {peak_rss_mib():.0f} MiB", flush=True)
+
+    ours: list[float] = []
+    stages: list[tuple[float, float]] = []
+    baseline: list[float] = []
+    fingerprint = None
+    counts: dict[str, int] = {}
+    for run in range(1, repeats + 1):
+        rows_delete(batch)
+        total, pool_s, build_s, ours_cpu = run_ours(batch.pk)
+        counts = rows_count(batch)
+        assert counts["Candidate"] == EXPECTED_CANDIDATES, counts
+        assert counts["Proposal"] == EXPECTED_PROPOSALS, counts
+        snapshot = rows_snapshot(batch)
+        current = content_fingerprint(snapshot)
+        assert fingerprint in (None, current), "ours wrote different rows in different runs"
+        fingerprint = current
+        ours.append(total)
+        stages.append((pool_s, build_s))
+
+        rows_delete(batch)
+        assert not any(rows_count(batch).values())
+        base, base_cpu = run_baseline(snapshot)
+        assert rows_count(batch) == counts, (rows_count(batch), counts)
+        baseline.append(base)
+        del snapshot
+        print(
+            f"  run {run}: ours {total:.2f} s (pool {pool_s:.2f} + build {build_s:.2f}; "
+            f"CPU here {ours_cpu:.2f}), baseline {base:.2f} s (CPU here {base_cpu:.2f})",
+            flush=True,
+        )
+
+    if profile_path:
+        import cProfile
+
+        rows_delete(batch)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        run_ours(batch.pk)
+        profiler.disable()
+        profiler.dump_stats(profile_path)
+        print(f"  profile of one 'ours' run written to {profile_path}", flush=True)
+
+    return {
+        "counts": counts,
+        "ours": ours,
+        "stages": stages,
+        "baseline": baseline,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="alternating runs of each (default 3)"
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="PATH",
+        help="also cProfile one extra 'ours' run and dump pstats to PATH",
+    )
+    args = parser.parse_args()
+
+    # Like the test runner: DEBUG off, so the query log does not format every bulk INSERT.
+    settings.DEBUG = False
+    vendor = connection.vendor
+    old_name = connection.settings_dict["NAME"]
+    tmpdir = None
+    if vendor == "sqlite":
+        # On disk with the configured options (WAL), not the test runner's in-memory default.
+        tmpdir = tempfile.mkdtemp(prefix="bench-hit-building-")
+        connection.settings_dict["TEST"]["NAME"] = str(Path(tmpdir) / "bench.sqlite3")
+    else:
+        # Its own name, never the test runner's `test_<NAME>`: autoclobber would drop the
+        # database of a test run going on at the same time.
+        connection.settings_dict["TEST"]["NAME"] = f"test_{old_name}_bench_hit_building"
+    print(f"hit_building benchmark on {vendor}", flush=True)
+    print("set-up (not timed):", flush=True)
+    test_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    try:
+        print(f"  throwaway database: {test_name}", flush=True)
+        result = benchmark(args.repeats, args.profile)
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
+        if tmpdir:
+            for leftover in Path(tmpdir).iterdir():
+                leftover.unlink()
+            os.rmdir(tmpdir)
+
+    counts = result["counts"]
+    ours_s = statistics.median(result["ours"])
+    baseline_s = statistics.median(result["baseline"])
+    pool_s = statistics.median(s[0] for s in result["stages"])
+    build_s = statistics.median(s[1] for s in result["stages"])
+    ratio = ours_s / baseline_s
+    print("sizes:", flush=True)
+    print(
+        f"  {EXPECTED_PROPOSALS:,} proposals -> {counts['Candidate']:,} candidates, "
+        f"{counts['HIT']:,} HITs, {counts['HITItem']:,} HIT items "
+        f"({HIT_SIZE} tasks + 1 golden TP + 1 golden TN each)"
+    )
+    print(f"medians of {len(result['ours'])} alternating runs:")
+    print(
+        f"  ours     {ours_s:.3f} s  (candidates_pool {pool_s:.3f} s, hits_build {build_s:.3f} s)"
+    )
+    print(f"  baseline {baseline_s:.3f} s  (bulk_create of the same rows)")
+    print(f"  ratio    {ratio:.2f}  (target <= {TARGET_RATIO})")
+    print(f"  peak RSS {peak_rss_mib():.0f} MiB")
+    print(
+        json.dumps(
+            {
+                "benchmark": "hit_building",
+                "ratio": round(ratio, 3),
+                "target": TARGET_RATIO,
+                "better": "lower",
+                "candidates": counts["Candidate"],
+                "proposals": counts["Proposal"],
+                "hits": counts["HIT"],
+                "ours_s": round(ours_s, 3),
+                "baseline_s": round(baseline_s, 3),
+                "database": vendor,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
