@@ -51,7 +51,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -122,47 +122,64 @@ def parse_id(value: Any) -> int | None:
     return None
 
 
-def id_array(values: Any, what: str, source: Path) -> np.ndarray:
-    """Return `values` as unique int64 external ids, or raise AnnotatorError naming `source`."""
+def parse_ids(values: Any, what: str, source: Path) -> np.ndarray:
+    """Return `values` as int64 external ids, or raise AnnotatorError naming `source`."""
     try:
         array = np.asarray(values)
     except ValueError:  # ragged nesting
         array = np.asarray(values, dtype=object)
     if array.ndim != 1:
         raise AnnotatorError(f"'{source}': {what} must be a flat list of ids")
-    if np.issubdtype(array.dtype, np.integer):
-        ids = array.astype(np.int64)
-    else:
-        items = array.tolist()
-        parsed = [parse_id(item) for item in items]
-        if None in parsed:
-            bad = items[parsed.index(None)]
-            raise AnnotatorError(f"'{source}': {what} must hold integer ids, found {bad!r}")
-        ids = np.asarray(parsed, dtype=np.int64)
-    unique, counts = np.unique(ids, return_counts=True)
-    if len(unique) < len(ids):
-        raise AnnotatorError(f"'{source}': {what} repeats the id {unique[counts > 1][0]}")
+    if np.issubdtype(array.dtype, np.integer) or array.size == 0:
+        return array.astype(np.int64)
+    # Report offending items as given: numpy may have turned 900 into 900.0 next to a float.
+    items = list(values) if isinstance(values, list | tuple) else array.tolist()
+    parsed = [parse_id(item) for item in items]
+    if None in parsed:
+        bad = items[parsed.index(None)]
+        raise AnnotatorError(f"'{source}': {what} must hold integer ids, found {bad!r}")
+    return np.asarray(parsed, dtype=np.int64)
+
+
+def id_array(values: Any, what: str, source: Path) -> np.ndarray:
+    """Return `values` as distinct int64 external ids, or raise AnnotatorError naming `source`."""
+    ids = parse_ids(values, what, source)
+    ordered = np.sort(ids)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if len(repeated):
+        raise AnnotatorError(f"'{source}': {what} repeats the id {repeated[0]}")
     return ids
+
+
+class IdIndex:
+    """Finds the row of external ids among a fixed array of distinct ids."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        """Index `ids`, whose position is the row."""
+        self.order = np.argsort(ids, kind="stable")
+        self.ordered = ids[self.order]
+
+    def rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return (row of each id, whether it is present); absent ids get row 0."""
+        if not len(self.ordered):
+            return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+        found_at = np.minimum(np.searchsorted(self.ordered, ids), len(self.ordered) - 1)
+        present = self.ordered[found_at] == ids
+        return np.where(present, self.order[found_at], 0).astype(np.int64), present
 
 
 def positions_in(
     file_ids: np.ndarray, corpus_ids: np.ndarray, what: str, source: Path
 ) -> np.ndarray:
     """Return the file position of every corpus id; a missing one raises AnnotatorError."""
-    positions = np.zeros(len(corpus_ids), dtype=np.int64)
-    present = np.zeros(len(corpus_ids), dtype=bool)
-    if len(file_ids):
-        order = np.argsort(file_ids, kind="stable")
-        found_at = np.searchsorted(file_ids, corpus_ids, sorter=order)
-        positions = order[np.minimum(found_at, len(order) - 1)]
-        present = file_ids[positions] == corpus_ids
+    positions, present = IdIndex(file_ids).rows(corpus_ids)
     if not present.all():
         missing = corpus_ids[~present]
         raise AnnotatorError(
             f"'{source}': {len(missing)} of the dataset's {len(corpus_ids)} {what} ids are "
             f"missing (first: {missing[0]})"
         )
-    return positions.astype(np.int64)
+    return positions
 
 
 def read_json(path: Path) -> Any:
@@ -215,20 +232,24 @@ def check_matrix(values: np.ndarray, n_images: int, n_captions: int, source: Pat
         raise AnnotatorError(f"'{source}': scores must be real numbers, got dtype {values.dtype}")
 
 
-RankedList = tuple[int, np.ndarray]  # (query row, target rows best first)
+class RankedLists(NamedTuple):
+    """One direction's lists in corpus rows, one entry per (query, target), list after list."""
 
+    queries: np.ndarray  # int64 query row of each entry; a list's entries are contiguous
+    targets: np.ndarray  # int64 target row of each entry, best first within a list
+    in_file: int  # queries the file holds for this direction
+    in_corpus: int  # of which the corpus holds
 
-class ParsedRankings(NamedTuple):
-    """One direction's lists, restricted to the corpus, and how many queries matched."""
-
-    lists: list[RankedList]
-    in_file: int
-    in_corpus: int
+    @classmethod
+    def empty(cls) -> RankedLists:
+        """Return a direction without lists."""
+        none = np.zeros(0, dtype=np.int64)
+        return cls(queries=none, targets=none, in_file=0, in_corpus=0)
 
 
 def parse_rankings(
     part: Any, direction: str, query_ids: np.ndarray, target_ids: np.ndarray, source: Path
-) -> ParsedRankings:
+) -> RankedLists:
     """Return one direction's ranked lists in corpus rows.
 
     Queries and targets the corpus lacks are dropped; a repeated query or target is an error,
@@ -237,26 +258,43 @@ def parse_rankings(
     if not isinstance(part, Mapping):
         raise AnnotatorError(f"'{source}': '{direction}' must map query ids to lists of ids")
     query_row = {value: row for row, value in enumerate(query_ids.tolist())}
-    target_row = {value: row for row, value in enumerate(target_ids.tolist())}
-    lists: list[RankedList] = []
+    keys: list[Any] = []
+    rows: list[int] = []
+    lists: list[np.ndarray] = []
     seen: set[int] = set()
-    in_corpus = 0
     for key, targets in part.items():
         query = parse_id(key)
         if query is None or query in seen:
-            problem = "is not an integer id" if query is None else "is repeated"
+            problem = "is not an integer id" if query is None else "is named twice"
             raise AnnotatorError(f"'{source}': '{direction}' query {key!r} {problem}")
         seen.add(query)
         if not isinstance(targets, list):
             raise AnnotatorError(f"'{source}': '{direction}' query {key!r} must map to a list")
-        ids = id_array(targets, f"the '{direction}' list of {key!r}", source).tolist()
-        if query not in query_row:
-            continue
-        in_corpus += 1
-        rows = [target_row[item] for item in ids if item in target_row]
-        if rows:
-            lists.append((query_row[query], np.asarray(rows, dtype=np.int64)))
-    return ParsedRankings(lists=lists, in_file=len(seen), in_corpus=in_corpus)
+        keys.append(key)
+        rows.append(query_row.get(query, -1))
+        lists.append(parse_ids(targets, f"the '{direction}' list of {key!r}", source))
+    if not lists:
+        return RankedLists.empty()
+    list_of = np.repeat(np.arange(len(lists)), [len(ids) for ids in lists])
+    ids = np.concatenate(lists)
+    # Repeats inside one list show up as equal neighbours once sorted by (list, id).
+    order = np.lexsort((ids, list_of))
+    repeats = np.flatnonzero((np.diff(list_of[order]) == 0) & (np.diff(ids[order]) == 0))
+    if len(repeats):
+        first = order[repeats[0]]
+        raise AnnotatorError(
+            f"'{source}': the '{direction}' list of {keys[list_of[first]]!r} repeats the id "
+            f"{ids[first]}"
+        )
+    targets, present = IdIndex(target_ids).rows(ids)
+    queries = np.asarray(rows, dtype=np.int64)[list_of]
+    keep = present & (queries >= 0)
+    return RankedLists(
+        queries=queries[keep],
+        targets=targets[keep],
+        in_file=len(keys),
+        in_corpus=sum(row >= 0 for row in rows),
+    )
 
 
 class RankGraph(NamedTuple):
@@ -267,50 +305,55 @@ class RankGraph(NamedTuple):
     targets: np.ndarray
 
 
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (sorted distinct values, position of each value among them).
+
+    Sort-based: numpy's hash-based `unique` is many times slower on millions of int64 keys.
+    """
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.ones(len(values), dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    inverse = np.empty(len(values), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return ordered[starts], inverse
+
+
 def direction_edges(
-    lists: Sequence[RankedList],
-    keys_of: Callable[[int, np.ndarray], np.ndarray],
-    nodes: np.ndarray,
-    node_queries: np.ndarray,
+    queries: np.ndarray, positions: np.ndarray, node_queries: np.ndarray, n_queries: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return the edges one direction's lists impose on the listed pairs.
 
     Each listed target is above the next, and a list's last target is above every other listed
-    pair of the same query. `keys_of(query, targets)` gives a list's pair keys and
-    `node_queries` the query (image or caption row) of every node in this direction.
+    pair of the same query. `queries` and `positions` give the query row and the node of every
+    list entry (lists contiguous, best first); `node_queries` the query row of every node, one
+    of `n_queries` (images for i2t, captions for t2i).
     """
-    if not lists:
+    if not len(queries):
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    lengths = np.array([len(targets) for _, targets in lists])
-    positions = np.searchsorted(nodes, np.concatenate([keys_of(q, t) for q, t in lists]))
-    list_of = np.repeat(np.arange(len(lists)), lengths)
-    same_list = list_of[:-1] == list_of[1:]
-    in_a_list = np.zeros(len(nodes), dtype=bool)
+    same_list = queries[:-1] == queries[1:]
+    in_a_list = np.zeros(len(node_queries), dtype=bool)
     in_a_list[positions] = True
-    # Other pairs of a listed query: nodes of the same query that no list of this direction holds.
-    queries = np.array([query for query, _ in lists], dtype=np.int64)
-    order = np.argsort(queries)
-    found_at = np.minimum(np.searchsorted(queries, node_queries, sorter=order), len(order) - 1)
-    below = np.flatnonzero((queries[order[found_at]] == node_queries) & ~in_a_list)
-    last = positions[np.cumsum(lengths) - 1]
-    sources = np.concatenate([positions[:-1][same_list], last[order[found_at[below]]]])
+    ends = np.flatnonzero(np.r_[~same_list, True])
+    last_of_query = np.full(n_queries, -1, dtype=np.int64)
+    last_of_query[queries[ends]] = positions[ends]
+    # The other pairs of a listed query: nodes of that query no list of this direction holds.
+    last = last_of_query[node_queries]
+    below = np.flatnonzero((last >= 0) & ~in_a_list)
+    sources = np.concatenate([positions[:-1][same_list], last[below]])
     targets = np.concatenate([positions[1:][same_list], below])
     return sources, targets
 
 
-def rank_graph(i2t: Sequence[RankedList], t2i: Sequence[RankedList], n_captions: int) -> RankGraph:
+def rank_graph(i2t: RankedLists, t2i: RankedLists, n_images: int, n_captions: int) -> RankGraph:
     """Return the listed pairs of both directions and the constraints between them."""
     width = max(n_captions, 1)
-    keys = [image * width + captions for image, captions in i2t]
-    keys += [images * width + caption for caption, images in t2i]
-    nodes = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
-    row_edges = direction_edges(
-        i2t, lambda image, rows: image * width + rows, nodes, nodes // width
-    )
-    column_edges = direction_edges(
-        t2i, lambda caption, rows: rows * width + caption, nodes, nodes % width
-    )
+    keys = np.concatenate([i2t.queries * width + i2t.targets, t2i.targets * width + t2i.queries])
+    nodes, positions = unique_inverse(keys)
+    split = len(i2t.queries)
+    row_edges = direction_edges(i2t.queries, positions[:split], nodes // width, n_images)
+    column_edges = direction_edges(t2i.queries, positions[split:], nodes % width, n_captions)
     return RankGraph(
         nodes=nodes,
         sources=np.concatenate([row_edges[0], column_edges[0]]),
@@ -340,7 +383,9 @@ def longest_path_levels(n_nodes: int, sources: np.ndarray, targets: np.ndarray) 
             break
         # Positions of every out-edge of the layer: each node's run of successors, back to back.
         offsets = np.repeat(starts[layer] - (np.cumsum(counts) - counts), counts)
-        reached, hits = np.unique(successors[offsets + np.arange(total)], return_counts=True)
+        reached = np.sort(successors[offsets + np.arange(total)])
+        firsts = np.flatnonzero(np.r_[True, reached[1:] != reached[:-1]])
+        reached, hits = reached[firsts], np.diff(np.r_[firsts, total])
         remaining[reached] -= hits
         layer = reached[remaining[reached] == 0]
         depth += 1
@@ -444,7 +489,7 @@ class PrecomputedAnnotator(Annotator):
             raise AnnotatorError(
                 f"'{self.source}': expected an object with the keys 'i2t' and/or 't2i'"
             )
-        empty = ParsedRankings(lists=[], in_file=0, in_corpus=0)
+        empty = RankedLists.empty()
         i2t, t2i = empty, empty
         if "i2t" in data:
             i2t = parse_rankings(
@@ -459,7 +504,7 @@ class PrecomputedAnnotator(Annotator):
                 f"'{self.source}': none of its {i2t.in_file + t2i.in_file} queries is in the "
                 "dataset (queries are keyed by the dataset's external ids)"
             )
-        graph = rank_graph(i2t.lists, t2i.lists, corpus.n_captions)
+        graph = rank_graph(i2t, t2i, corpus.n_images, corpus.n_captions)
         levels = longest_path_levels(len(graph.nodes), graph.sources, graph.targets)
         if (levels < 0).any():
             node = cycle_node(len(graph.nodes), graph.sources, graph.targets)
