@@ -86,21 +86,40 @@ def parse_labels_json(path: Path) -> dict[int, list[str]]:
     return labels
 
 
+@dataclass(frozen=True)
+class EccvPositives:
+    pairs: set[tuple[int, int]]  # (image id, caption id), the union of both files
+    image_queries: list[int]  # keys of image_to_caption.json
+    caption_queries: list[int]  # keys of caption_to_image.json
+
+
+def parse_eccv_positives(i2t_path: Path, t2i_path: Path) -> EccvPositives:
+    """Read an ECCV-format pair of files: their pairs and the queries each file covers."""
+    image_queries, i2t_pairs = _read_eccv_file(i2t_path, image_first=True)
+    caption_queries, t2i_pairs = _read_eccv_file(t2i_path, image_first=False)
+    return EccvPositives(i2t_pairs | t2i_pairs, image_queries, caption_queries)
+
+
 def parse_eccv_pairs(i2t_path: Path, t2i_path: Path) -> set[tuple[int, int]]:
     """Read an ECCV-format pair of files into (image id, caption id) pairs (their union)."""
+    return parse_eccv_positives(i2t_path, t2i_path).pairs
+
+
+def _read_eccv_file(path: Path, *, image_first: bool) -> tuple[list[int], set[tuple[int, int]]]:
+    data = _load_json(path)
+    if not isinstance(data, dict):
+        raise ImportFileError(f"{path}: expected a JSON object of id → list of ids")
+    queries: list[int] = []
     pairs: set[tuple[int, int]] = set()
-    for path, image_first in ((i2t_path, True), (t2i_path, False)):
-        data = _load_json(path)
-        if not isinstance(data, dict):
-            raise ImportFileError(f"{path}: expected a JSON object of id → list of ids")
-        for key, values in data.items():
-            query = _parse_id(path, None, f"key {key!r}", key)
-            if not isinstance(values, list):
-                raise ImportFileError(f"{path}: value of {key!r} must be a list of ids")
-            for value in values:
-                target = _parse_id(path, None, f"value {value!r} of {key!r}", value)
-                pairs.add((query, target) if image_first else (target, query))
-    return pairs
+    for key, values in data.items():
+        query = _parse_id(path, None, f"key {key!r}", key)
+        if not isinstance(values, list):
+            raise ImportFileError(f"{path}: value of {key!r} must be a list of ids")
+        queries.append(query)
+        for value in values:
+            target = _parse_id(path, None, f"value {value!r} of {key!r}", value)
+            pairs.add((query, target) if image_first else (target, query))
+    return sorted(queries), pairs
 
 
 def _load_json(path: Path) -> object:

@@ -19,7 +19,12 @@ from PIL import UnidentifiedImageError
 from mitl.judgements import Level, validate_followups
 from mitl.quality import golden_check
 
-from .importers import ImportFileError, parse_captions_tsv, parse_eccv_pairs, parse_labels_json
+from .importers import (
+    ImportFileError,
+    parse_captions_tsv,
+    parse_eccv_positives,
+    parse_labels_json,
+)
 from .models import (
     HIT,
     Assignment,
@@ -154,17 +159,26 @@ def _image_sources(images: dict[int, str], images_dir: Path, dataset: str) -> di
 
 
 def positives_import_eccv(
-    *, dataset: Dataset, label: str, i2t_path: Path, t2i_path: Path
-) -> PositiveSet:
-    """Import an ECCV-format pair of files as an `imported` positive set named `label`."""
+    *,
+    dataset: Dataset,
+    label: str,
+    i2t_path: Path,
+    t2i_path: Path,
+    ignore_unknown: bool = False,
+) -> tuple[PositiveSet, int]:
+    """Import an ECCV-format pair of files as an `imported` positive set named `label`.
+
+    Ids the dataset does not hold are refused, or with `ignore_unknown` dropped (their
+    pairs and queries). Returns the set and the number of pairs dropped.
+    """
     if PositiveSet.objects.filter(dataset=dataset, name=label).exists():
         raise ServiceError(f"dataset {dataset.name!r} already has a positive set named {label!r}")
-    pairs = parse_eccv_pairs(i2t_path, t2i_path)
+    positives = parse_eccv_positives(i2t_path, t2i_path)
     image_pk = dict(Image.objects.filter(dataset=dataset).values_list("ext_id", "pk"))
     caption_pk = dict(Caption.objects.filter(dataset=dataset).values_list("ext_id", "pk"))
-    unknown_images = sorted({i for i, _ in pairs if i not in image_pk})
-    unknown_captions = sorted({c for _, c in pairs if c not in caption_pk})
-    if unknown_images or unknown_captions:
+    unknown_images = sorted({i for i, _ in positives.pairs if i not in image_pk})
+    unknown_captions = sorted({c for _, c in positives.pairs if c not in caption_pk})
+    if (unknown_images or unknown_captions) and not ignore_unknown:
         parts = []
         if unknown_images:
             parts.append(f"{len(unknown_images)} unknown image ids (first {unknown_images[0]})")
@@ -173,22 +187,28 @@ def positives_import_eccv(
                 f"{len(unknown_captions)} unknown caption ids (first {unknown_captions[0]})"
             )
         raise ImportFileError(
-            f"{i2t_path} / {t2i_path}: {' and '.join(parts)} in dataset {dataset.name!r}"
+            f"{i2t_path} / {t2i_path}: {' and '.join(parts)} in dataset {dataset.name!r} "
+            "(--ignore-unknown drops them)"
         )
+    known = sorted((i, c) for i, c in positives.pairs if i in image_pk and c in caption_pk)
+    queries = {
+        "i2t": [q for q in positives.image_queries if q in image_pk],
+        "t2i": [q for q in positives.caption_queries if q in caption_pk],
+    }
     with transaction.atomic():
         positive_set = PositiveSet.objects.create(
-            dataset=dataset, name=label, source=PositiveSource.IMPORTED
+            dataset=dataset, name=label, source=PositiveSource.IMPORTED, queries=queries
         )
         PositivePair.objects.bulk_create(
             [
                 PositivePair(
                     positive_set=positive_set, image_id=image_pk[i], caption_id=caption_pk[c]
                 )
-                for i, c in sorted(pairs)
+                for i, c in known
             ],
             batch_size=5000,
         )
-    return positive_set
+    return positive_set, len(positives.pairs) - len(known)
 
 
 def worker_simulated_get_or_create(*, name: str, profile: dict) -> Worker:

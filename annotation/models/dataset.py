@@ -87,6 +87,12 @@ class PositiveSet(models.Model):
     )
     source = models.CharField(max_length=16, choices=PositiveSource.choices)
     description = models.TextField(blank=True)
+    queries = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The queries an imported set covers: {'i2t': [image ids], 't2i': [caption "
+        "ids]} (the keys of its ECCV-format files); empty when it covers the whole dataset.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -82,7 +82,7 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
     with transaction.atomic():
         hits = HIT.objects.bulk_create(
             [
-                HIT(batch=batch, index=index, max_assignments=config.assignments_per_hit)
+                HIT(batch_id=batch.pk, index=index, max_assignments=config.assignments_per_hit)
                 for index in range(len(layouts))
             ],
             batch_size=2000,

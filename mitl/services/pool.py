@@ -47,7 +47,7 @@ def candidates_pool(*, batch: Batch, config: BatchConfig, tracker: StageTracker)
         candidates = Candidate.objects.bulk_create(
             [
                 Candidate(
-                    batch=batch,
+                    batch_id=batch.pk,
                     query_id=p.query_id,
                     direction=directions[p.query_id],
                     image_id=p.image_id,

@@ -14,7 +14,15 @@ from collections.abc import Iterable
 import numpy as np
 from django.db import transaction
 
-from annotation.models import Batch, BatchState, Direction, MachineAnnotator, Query, Ranking
+from annotation.models import (
+    Batch,
+    BatchState,
+    Dataset,
+    Direction,
+    MachineAnnotator,
+    Query,
+    Ranking,
+)
 from mitl.annotators import Annotator, EmbeddingAnnotator, build_annotator
 from mitl.config import BatchConfig
 from mitl.retrieval import TopK, retrieve_i2t, retrieve_t2i
@@ -48,14 +56,14 @@ def queries_sample(*, batch: Batch, config: BatchConfig, loaded: LoadedCorpus) -
 def annotator_prepare(
     *,
     row: MachineAnnotator,
-    batch: Batch,
+    dataset: Dataset,
     loaded: LoadedCorpus,
     listener: ProgressListener | None = None,
 ) -> Annotator:
     """Build an annotator from its row and prepare it on the corpus, using the cache."""
     annotator = build_annotator(kind=row.kind, name=row.name, config=row.config)
     if isinstance(annotator, EmbeddingAnnotator):
-        annotator.store = DatabaseEmbeddingStore(annotator=row, dataset=batch.dataset)
+        annotator.store = DatabaseEmbeddingStore(annotator=row, dataset=dataset)
         if listener is not None:
             annotator.progress = lambda what, done, total: listener(
                 f"{row.name}: {what}", done, total
@@ -103,7 +111,7 @@ def rankings_compute(
         if not missing:
             continue
         annotator = annotator_prepare(
-            row=row, batch=batch, loaded=loaded, listener=tracker.listener
+            row=row, dataset=batch.dataset, loaded=loaded, listener=tracker.listener
         )
         for direction in (Direction.I2T, Direction.T2I):
             written += _rank_direction(row, annotator, loaded, missing, direction, depth, tracker)
@@ -133,7 +141,7 @@ def embeddings_warm(*, batch: Batch, config: BatchConfig) -> None:
     for row in _batch_annotators(batch, config):
         annotator = build_annotator(kind=row.kind, name=row.name, config=row.config)
         if isinstance(annotator, EmbeddingAnnotator):
-            annotator_prepare(row=row, batch=batch, loaded=loaded)
+            annotator_prepare(row=row, dataset=batch.dataset, loaded=loaded)
 
 
 def retrieval_complete(*, batch: Batch, config: BatchConfig) -> bool:

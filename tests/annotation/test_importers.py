@@ -311,7 +311,9 @@ def test_eccv_positives_import_the_union_of_both_files(files, tmp_path):
         {"21": [2], "31": [1, 3], "12": []},
     )
 
-    positive_set = positives_import_eccv(dataset=dataset, label="eccv", i2t_path=i2t, t2i_path=t2i)
+    positive_set, _ = positives_import_eccv(
+        dataset=dataset, label="eccv", i2t_path=i2t, t2i_path=t2i
+    )
 
     assert positive_set.source == "imported"
     assert imported_pairs(positive_set) == {(1, 11), (1, 21), (2, 21), (1, 31), (3, 31)}
@@ -402,7 +404,7 @@ def test_coco5k_imports_text_only_from_the_command_line_with_its_reference_sets(
     assert first.text == "A man with a red helmet on a small moped on a dirt road."
     assert stored_files() == []
 
-    def import_reference(label: str, source: str) -> str:
+    def import_reference(label: str, source: str, *options: str) -> str:
         out = StringIO()
         call_command(
             "import_positives",
@@ -413,12 +415,15 @@ def test_coco5k_imports_text_only_from_the_command_line_with_its_reference_sets(
             str(ECCV_DATA / f"{source}_image_to_caption.json"),
             "--t2i",
             str(ECCV_DATA / f"{source}_caption_to_image.json"),
+            *options,
             stdout=out,
         )
         return out.getvalue().strip()
 
     # The package's own COCO positives are exactly the caption-to-image links we imported.
-    assert import_reference("coco", "original") == "imported positive set 'coco': 25000 pairs"
+    assert import_reference("coco", "original") == (
+        "imported positive set 'coco': 25000 pairs, 5000 image and 25000 caption queries"
+    )
     original = PositiveSet.objects.get(dataset=dataset, name="original")
     assert imported_pairs(PositiveSet.objects.get(name="coco")) == imported_pairs(original)
     assert original.pairs.count() == 25000
@@ -427,3 +432,11 @@ def test_coco5k_imports_text_only_from_the_command_line_with_its_reference_sets(
     with pytest.raises(CommandError, match=r"2 unknown caption ids \(first 144675\)"):
         import_reference("eccv", "eccv")
     assert not PositiveSet.objects.filter(name="eccv").exists()
+
+    # With --ignore-unknown the two captions' pairs are dropped and reported; the ECCV
+    # queries (1,261 images, 1,333 captions less the one unknown) are kept with the set.
+    report = import_reference("eccv", "eccv", "--ignore-unknown").splitlines()
+    eccv = PositiveSet.objects.get(dataset=dataset, name="eccv")
+    assert (len(eccv.queries["i2t"]), len(eccv.queries["t2i"])) == (1261, 1332)
+    assert report[0].endswith("1261 image and 1332 caption queries")
+    assert report[1].startswith("dropped ") and report[1].endswith("unknown to 'coco5k'")

@@ -23,20 +23,30 @@ class Command(BaseCommand):
         )
         parser.add_argument("--i2t", required=True, type=Path, help="image_to_caption.json")
         parser.add_argument("--t2i", required=True, type=Path, help="caption_to_image.json")
+        parser.add_argument(
+            "--ignore-unknown",
+            action="store_true",
+            help="drop pairs whose ids the dataset does not hold (reported) instead of refusing",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         dataset = Dataset.objects.filter(name=options["name"]).first()
         if dataset is None:
             raise CommandError(f"no dataset named {options['name']!r}")
         try:
-            positive_set = positives_import_eccv(
+            positive_set, dropped = positives_import_eccv(
                 dataset=dataset,
                 label=options["source"],
                 i2t_path=options["i2t"],
                 t2i_path=options["t2i"],
+                ignore_unknown=options["ignore_unknown"],
             )
         except (ImportFileError, ServiceError) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(
-            f"imported positive set {positive_set.name!r}: {positive_set.pairs.count()} pairs"
+            f"imported positive set {positive_set.name!r}: {positive_set.pairs.count()} pairs, "
+            f"{len(positive_set.queries['i2t'])} image and {len(positive_set.queries['t2i'])} "
+            "caption queries"
         )
+        if dropped:
+            self.stdout.write(f"dropped {dropped} pairs with ids unknown to {dataset.name!r}")
