@@ -30,3 +30,12 @@ def batch_progress(*, batch: Batch) -> list[dict[str, Any]]:
             }
         )
     return result
+
+
+def diversity_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Flatten a diversity report into table rows: direction, annotator pair and figures."""
+    rows = []
+    for direction, by_pair in sorted(report.items()):
+        for pair in by_pair.get("pairs", []):
+            rows.append({"direction": direction, **pair})
+    return rows

@@ -55,5 +55,6 @@ def batch_detail(request: Request, batch_id: int) -> Response:
             "error": batch.error,
             "config": batch.config,
             "progress": batch_progress(batch=batch),
+            "reports": batch.reports,
         }
     )

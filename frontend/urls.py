@@ -5,4 +5,5 @@ from . import views
 app_name = "frontend"
 urlpatterns = [
     path("", views.home, name="home"),
+    path("batches/<int:batch_id>/", views.batch_page, name="batch"),
 ]

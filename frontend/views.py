@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, render
 
 from annotation.models import Batch, Dataset, Release
-from annotation.selectors import batch_progress
+from annotation.selectors import batch_progress, diversity_rows
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -21,3 +21,14 @@ def home(request: HttpRequest) -> HttpResponse:
         "releases": Release.objects.order_by("-created_at")[:50],
     }
     return render(request, "frontend/home.html", context)
+
+
+def batch_page(request: HttpRequest, batch_id: int) -> HttpResponse:
+    """Show one batch: stage progress and how diverse its annotators are."""
+    batch = get_object_or_404(Batch.objects.select_related("dataset"), pk=batch_id)
+    context = {
+        "batch": batch,
+        "progress": batch_progress(batch=batch),
+        "diversity": diversity_rows(batch.reports.get("diversity", {})),
+    }
+    return render(request, "frontend/batch.html", context)

@@ -69,8 +69,12 @@ def write_release_dir(
     judgements: Iterable[Mapping[str, Any]],
     stats: Mapping[str, Any],
     manifest: Mapping[str, Any],
+    reports: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write a release into `final_dir` (which must not exist); return the full manifest."""
+    """Write a release into `final_dir` (which must not exist); return the full manifest.
+
+    `reports` maps extra JSON file names (e.g. "diversity.json") to their content.
+    """
     if final_dir.exists():
         raise FileExistsError(f"{final_dir} already exists; releases are immutable")
     final_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -82,6 +86,8 @@ def write_release_dir(
             for row in judgements:
                 handle.write(json.dumps(row, sort_keys=True) + "\n")
         _write_json(staging / STATS_FILE, stats)
+        for file_name, content in (reports or {}).items():
+            _write_json(staging / file_name, content)
         files = {
             path.name: {"sha256": _sha256(path), "bytes": path.stat().st_size}
             for path in sorted(staging.iterdir())

@@ -42,6 +42,11 @@ class Batch(models.Model):
     config = models.JSONField(help_text="Validated batch configuration (mitl.config.BatchConfig).")
     annotators = models.ManyToManyField(MachineAnnotator, related_name="batches")
     state = models.CharField(max_length=16, choices=BatchState.choices, default=BatchState.DRAFT)
+    reports = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Reports computed by the stages, e.g. {'diversity': …} after retrieval.",
+    )
     error = models.TextField(
         blank=True,
         help_text="Why the current stage last failed; the stage can be run again to resume.",

@@ -26,6 +26,7 @@ from .build import hits_build
 from .pool import candidates_pool
 from .progress import ProgressListener, StageTracker
 from .release import release_create
+from .report import diversity_save
 from .retrieve import (
     embeddings_warm,
     rankings_compute,
@@ -154,6 +155,7 @@ def stage_advance(
         if stage == BatchState.RETRIEVING:
             rankings_compute(batch=batch, config=config, tracker=tracker)
         elif stage == BatchState.POOLING:
+            diversity_save(batch=batch)
             candidates_pool(batch=batch, config=config, tracker=tracker)
         elif stage == BatchState.BUILDING:
             hits_build(batch=batch, config=config, tracker=tracker)

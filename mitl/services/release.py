@@ -30,6 +30,7 @@ from mitl.judgements import mask_to_shortcomings, mask_to_wrong_concepts
 from mitl.releases import positive_counts, positives_by_query, write_release_dir
 
 from .aggregate import human_set_name
+from .report import DIVERSITY_FILE
 
 
 def release_create(*, batch: Batch, config: BatchConfig, name: str | None = None) -> Release:
@@ -58,6 +59,9 @@ def release_create(*, batch: Batch, config: BatchConfig, name: str | None = None
         t2i=t2i,
         judgements=_judgement_rows(batch),
         stats=stats,
+        reports={DIVERSITY_FILE: batch.reports["diversity"]}
+        if "diversity" in batch.reports
+        else None,
         manifest={
             "name": name,
             "version": version,
