@@ -25,7 +25,7 @@ from annotation.models import (
 )
 from mitl.annotators import Annotator, EmbeddingAnnotator, build_annotator
 from mitl.config import BatchConfig
-from mitl.retrieval import TopK, retrieve_i2t, retrieve_t2i
+from mitl.retrieval import TopK, retrieve_both
 from mitl.sampling import CAPTION_STREAM, IMAGE_STREAM, sample_ids
 
 from .corpus import LoadedCorpus, corpus_load
@@ -113,8 +113,7 @@ def rankings_compute(
         annotator = annotator_prepare(
             row=row, dataset=batch.dataset, loaded=loaded, listener=tracker.listener
         )
-        for direction in (Direction.I2T, Direction.T2I):
-            written += _rank_direction(row, annotator, loaded, missing, direction, depth, tracker)
+        written += _rank_queries(row, annotator, loaded, missing, depth, tracker)
     if query_ids is None:
         tracker.finish()
     return written
@@ -167,36 +166,34 @@ def _batch_annotators(batch: Batch, config: BatchConfig) -> list[MachineAnnotato
     return list(MachineAnnotator.objects.filter(name__in=config.annotators).order_by("name"))
 
 
-def _rank_direction(
+def _rank_queries(
     row: MachineAnnotator,
     annotator: Annotator,
     loaded: LoadedCorpus,
     queries: list[Query],
-    direction: str,
     depth: int,
     tracker: StageTracker,
 ) -> int:
-    queries = [q for q in queries if q.direction == direction]
-    if not queries:
-        return 0
+    """Rank image and caption queries from one pass over the similarity matrix."""
+    image_queries = [q for q in queries if q.direction == Direction.I2T]
+    caption_queries = [q for q in queries if q.direction == Direction.T2I]
     start = tracker.done
 
-    def on_chunk(done: int, _total: int) -> None:
-        tracker.update(start + done)
+    def on_block(scanned: int, total: int) -> None:  # progress in queries, as the stage counts
+        tracker.update(start + round(len(queries) * scanned / max(total, 1)))
 
-    if direction == Direction.I2T:
-        rows = loaded.image_rows([q.image_id for q in queries])
-        top = retrieve_i2t(
-            annotator, rows, depth, n_captions=loaded.corpus.n_captions, progress=on_chunk
-        )
-        target_pks = loaded.caption_pks
-    else:
-        rows = loaded.caption_rows([q.caption_id for q in queries])
-        top = retrieve_t2i(
-            annotator, rows, depth, n_images=loaded.corpus.n_images, progress=on_chunk
-        )
-        target_pks = loaded.image_pks
-    _store_rankings(row, queries, top, target_pks)
+    i2t, t2i = retrieve_both(
+        annotator,
+        loaded.image_rows([q.image_id for q in image_queries]),
+        loaded.caption_rows([q.caption_id for q in caption_queries]),
+        depth,
+        n_images=loaded.corpus.n_images,
+        n_captions=loaded.corpus.n_captions,
+        progress=on_block,
+    )
+    _store_rankings(row, image_queries, i2t, loaded.caption_pks)
+    _store_rankings(row, caption_queries, t2i, loaded.image_pks)
+    tracker.update(start + len(queries))
     return len(queries)
 
 

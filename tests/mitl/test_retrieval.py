@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from mitl import retrieval
-from mitl.annotators.base import Annotator, Corpus
-from mitl.retrieval import TopK, retrieve_i2t, retrieve_t2i, topk_rows
+from mitl.annotators.base import Annotator, Corpus, EmbeddingAnnotator
+from mitl.retrieval import TopK, retrieve_both, retrieve_i2t, retrieve_t2i, topk_rows
 
 
 class FixedAnnotator(Annotator):
@@ -212,3 +212,284 @@ class IgnoresTargets(FixedAnnotator):
 def test_retrieval_rejects_a_wrongly_shaped_block(matrix: np.ndarray) -> None:
     with pytest.raises(ValueError, match=r"expected \(3, 40\)"):
         retrieve_i2t(IgnoresTargets(matrix), np.arange(3), 2, n_captions=40)
+
+
+# retrieve_both: both directions from one pass.
+
+
+class VectorsAnnotator(EmbeddingAnnotator):
+    """Hold given vectors; EmbeddingAnnotator scores pairs by their plain dot product."""
+
+    kind = "vectors"
+
+    def __init__(self, images: np.ndarray, captions: np.ndarray) -> None:
+        super().__init__(name="vectors", config={})
+        self.image_vectors = np.asarray(images, dtype=np.float32)
+        self.caption_vectors = np.asarray(captions, dtype=np.float32)
+
+    def embed_images(self, corpus: Corpus, rows: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed_captions(self, corpus: Corpus, rows: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class ScaledVectorsAnnotator(VectorsAnnotator):
+    """Override similarity, so retrieval must ask it rather than multiply the vectors."""
+
+    def similarity(self, image_rows: np.ndarray, caption_rows: np.ndarray) -> np.ndarray:
+        return -super().similarity(image_rows, caption_rows)
+
+
+def exact_vectors(
+    seed: int, n_images: int, n_captions: int, *, tied: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return vectors whose dot products are exact in float32, whatever the summation order.
+
+    Torch and numpy may add a dot product's terms in different orders; with small dyadic
+    entries every order gives the same float32, so both paths can be compared bit for bit.
+    `tied` draws from {-1, 0, 1} in 2 dimensions: a handful of distinct scores, ties everywhere.
+    """
+    rng = np.random.default_rng(seed)
+    if tied:
+        draw = lambda n: rng.integers(-1, 2, size=(n, 2)).astype(np.float32)  # noqa: E731
+    else:
+        draw = lambda n: (rng.integers(-1000, 1001, size=(n, 4)) / 1024).astype(np.float32)  # noqa: E731
+    return draw(n_images), draw(n_captions)
+
+
+@pytest.fixture(params=["numpy", "threshold", "topk"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test on each path; small groups make the group selection work on small data."""
+    monkeypatch.setattr(retrieval, "_ROW_GROUP", 4)
+    monkeypatch.setattr(retrieval, "_COLUMN_GROUP", 3)
+    monkeypatch.setattr(retrieval, "_TOPK_COLUMN_GROUP", 2)
+    monkeypatch.setattr(retrieval, "_TOPK_ON_CPU", request.param == "topk")
+    return request.param
+
+
+def annotator_for(path: str, images: np.ndarray, captions: np.ndarray) -> Annotator:
+    """Return an annotator scoring images @ captions.T through the requested path."""
+    if path == "numpy":
+        return FixedAnnotator(images @ captions.T)
+    return VectorsAnnotator(images, captions)
+
+
+def both(
+    annotator: Annotator, images: Any, captions: Any, k: int, **sizes: Any
+) -> tuple[TopK, TopK]:
+    return retrieve_both(
+        annotator, np.asarray(images), np.asarray(captions), k, device="cpu", **sizes
+    )
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["random", "tied"])
+@pytest.mark.parametrize(("k", "chunk_size"), [(1, 7), (5, 64), (13, None), (40, 33)])
+def test_both_equals_the_one_way_retrievals(
+    path: str, tied: bool, k: int, chunk_size: int | None
+) -> None:
+    images, captions = exact_vectors(k, 151, 307, tied=tied)
+    matrix = images @ captions.T
+    image_queries, caption_queries = np.arange(151), np.arange(307)
+    i2t, t2i = both(
+        annotator_for(path, images, captions),
+        image_queries,
+        caption_queries,
+        k,
+        n_images=151,
+        n_captions=307,
+        chunk_size=chunk_size,
+    )
+    reference = FixedAnnotator(matrix)
+    expected_i2t = retrieve_i2t(reference, image_queries, k, n_captions=307)
+    expected_t2i = retrieve_t2i(reference, caption_queries, k, n_images=151)
+    assert_same(i2t, (expected_i2t.indices, expected_i2t.scores))
+    assert_same(t2i, (expected_t2i.indices, expected_t2i.scores))
+    assert_same(i2t, brute_force(matrix, k))
+    assert_same(t2i, brute_force(matrix.T, k))
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["random", "tied"])
+def test_both_serves_query_subsets_with_repeats(path: str, tied: bool) -> None:
+    images, captions = exact_vectors(5, 97, 203, tied=tied)
+    matrix = images @ captions.T
+    image_queries = np.array([96, 3, 3, 50, 0])
+    caption_queries = np.array([7, 202, 7, 100])
+    i2t, t2i = both(
+        annotator_for(path, images, captions),
+        image_queries,
+        caption_queries,
+        6,
+        n_images=97,
+        n_captions=203,
+        chunk_size=10,
+    )
+    assert_same(i2t, brute_force(matrix[image_queries], 6))
+    assert_same(t2i, brute_force(matrix.T[caption_queries], 6))
+
+
+@pytest.mark.parametrize("side", ["images only", "captions only"])
+def test_both_with_queries_on_one_side(path: str, side: str) -> None:
+    images, captions = exact_vectors(8, 80, 190, tied=False)
+    matrix = images @ captions.T
+    image_queries = np.array([4, 70, 12]) if side == "images only" else np.array([], dtype=int)
+    caption_queries = np.array([], dtype=int) if side == "images only" else np.array([189, 5])
+    i2t, t2i = both(
+        annotator_for(path, images, captions),
+        image_queries,
+        caption_queries,
+        4,
+        n_images=80,
+        n_captions=190,
+        chunk_size=9,
+    )
+    assert i2t.indices.shape == (len(image_queries), 4)
+    assert t2i.indices.shape == (len(caption_queries), 4)
+    if len(image_queries):
+        assert_same(i2t, brute_force(matrix[image_queries], 4))
+    if len(caption_queries):
+        assert_same(t2i, brute_force(matrix.T[caption_queries], 4))
+
+
+def test_both_only_scores_what_the_queries_need() -> None:
+    matrix = np.arange(6 * 8, dtype=np.float32).reshape(6, 8)
+    annotator = FixedAnnotator(matrix)
+    both(annotator, [1, 4], [], 2, n_images=6, n_captions=8, chunk_size=5)
+    assert annotator.calls == [(2, 8)]  # the two query images, every caption
+    annotator = FixedAnnotator(matrix)
+    both(annotator, [], [2, 3], 2, n_images=6, n_captions=8, chunk_size=4)
+    assert annotator.calls == [(4, 2), (2, 2)]  # every image, the two query captions
+
+
+def test_both_caps_k_and_handles_empty_inputs(path: str) -> None:
+    images, captions = exact_vectors(2, 4, 6, tied=True)
+    matrix = images @ captions.T
+    i2t, t2i = both(
+        annotator_for(path, images, captions), [0, 3], [5], 50, n_images=4, n_captions=6
+    )
+    assert (i2t.k, t2i.k) == (6, 4)
+    assert_same(i2t, brute_force(matrix[[0, 3]], 6))
+    assert_same(t2i, brute_force(matrix.T[[5]], 4))
+    i2t, t2i = both(annotator_for(path, images, captions), [], [], 3, n_images=4, n_captions=6)
+    assert i2t.indices.shape == (0, 3) and t2i.indices.shape == (0, 3)
+
+
+def test_both_ranks_a_constant_caption_by_image_row(path: str) -> None:
+    # A zero caption vector ties every image at 0.0: the crowded case of the dense merge.
+    images, captions = exact_vectors(3, 120, 40, tied=False)
+    captions[17] = 0.0
+    i2t, t2i = both(
+        annotator_for(path, images, captions),
+        np.arange(120),
+        np.arange(40),
+        3,
+        n_images=120,
+        n_captions=40,
+        chunk_size=50,
+    )
+    np.testing.assert_array_equal(t2i.indices[17], [0, 1, 2])
+    np.testing.assert_array_equal(t2i.scores[17], [0.0, 0.0, 0.0])
+    assert_same(i2t, brute_force(images @ captions.T, 3))
+
+
+def test_both_reports_progress_in_scanned_image_rows() -> None:
+    images, captions = exact_vectors(4, 23, 41, tied=False)
+    reports: list[tuple[int, int]] = []
+    retrieve_both(
+        VectorsAnnotator(images, captions),
+        np.arange(23),
+        np.arange(41),
+        3,
+        n_images=23,
+        n_captions=41,
+        chunk_size=10,
+        device="cpu",
+        progress=lambda done, total: reports.append((done, total)),
+    )
+    assert reports == [(10, 23), (20, 23), (23, 23)]
+
+
+def test_both_gives_a_pair_the_same_score_in_both_directions() -> None:
+    rng = np.random.default_rng(9)
+    images = rng.standard_normal((60, 16)).astype(np.float32)
+    captions = rng.standard_normal((90, 16)).astype(np.float32)
+    i2t, t2i = both(
+        VectorsAnnotator(images, captions),
+        np.arange(60),
+        np.arange(90),
+        90,
+        n_images=60,
+        n_captions=90,
+        chunk_size=25,
+    )
+    from_images = {
+        (image, int(caption)): float(score)
+        for image in range(60)
+        for caption, score in zip(i2t.indices[image], i2t.scores[image], strict=True)
+    }
+    from_captions = {
+        (int(image), caption): float(score)
+        for caption in range(90)
+        for image, score in zip(t2i.indices[caption][:60], t2i.scores[caption][:60], strict=True)
+    }
+    assert from_images == from_captions
+    assert len(from_images) == 60 * 90
+
+
+def test_both_asks_an_annotator_that_overrides_similarity() -> None:
+    images, captions = exact_vectors(6, 30, 50, tied=False)
+    i2t, t2i = both(
+        ScaledVectorsAnnotator(images, captions),
+        np.arange(30),
+        np.arange(50),
+        4,
+        n_images=30,
+        n_captions=50,
+    )
+    assert_same(i2t, brute_force(-(images @ captions.T), 4))
+    assert_same(t2i, brute_force(-(images @ captions.T).T, 4))
+
+
+def test_both_leaves_non_finite_vectors_to_similarity() -> None:
+    images, captions = exact_vectors(6, 10, 12, tied=False)
+    images[3, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        both(VectorsAnnotator(images, captions), [3], [], 2, n_images=10, n_captions=12)
+    images[3, 0] = np.inf  # infinite scores: ranked by similarity() and topk_rows, as before
+    annotator = VectorsAnnotator(images, captions)
+    i2t, _ = both(annotator, [3], [], 2, n_images=10, n_captions=12)
+    expected = retrieve_i2t(annotator, np.array([3]), 2, n_captions=12)
+    assert_same(i2t, (expected.indices, expected.scores))
+    assert np.isinf(i2t.scores).all()
+
+
+def test_both_rejects_bad_arguments() -> None:
+    annotator = FixedAnnotator(np.zeros((4, 5), dtype=np.float32))
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        both(annotator, [0], [0], 0, n_images=4, n_captions=5)
+    with pytest.raises(ValueError, match=r"query image rows must lie in 0\.\.3"):
+        both(annotator, [4], [], 1, n_images=4, n_captions=5)
+    with pytest.raises(ValueError, match=r"query caption rows must lie in 0\.\.4"):
+        both(annotator, [], [-1], 1, n_images=4, n_captions=5)
+    with pytest.raises(ValueError, match="chunk_size"):
+        both(annotator, [0], [], 1, n_images=4, n_captions=5, chunk_size=0)
+    with pytest.raises(ValueError, match=r"expected \(4, 5\)"):
+        both(
+            IgnoresTargets(np.zeros((4, 6), dtype=np.float32)),
+            [0],
+            [0],
+            1,
+            n_images=4,
+            n_captions=5,
+        )
+
+
+def test_both_passes_vector_problems_on_from_similarity() -> None:
+    images, captions = exact_vectors(1, 5, 7, tied=False)
+    unprepared = VectorsAnnotator(images, captions)
+    unprepared.image_vectors = None
+    with pytest.raises(RuntimeError, match="call prepare"):
+        both(unprepared, [0], [], 1, n_images=5, n_captions=7)
+    mismatched = VectorsAnnotator(images, captions[:, :3])
+    with pytest.raises(ValueError, match="mismatch"):
+        both(mismatched, [0], [0], 1, n_images=5, n_captions=7)
