@@ -28,7 +28,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,11 +40,13 @@ import torch.nn.functional as F
 from PIL import Image
 
 from annotation.importers import parse_captions_tsv
-from mitl.annotators.open_clip import register_model_config
+from mitl.annotators.open_clip import register_model_config, untrained_model_quietly
 
 TINY_MODEL_NAME = "mitl-tiny-clip"
 # A ViT and a text transformer of two blocks each, 128 wide with 4 heads, 64-d embeddings.
-# The vocabulary is the default tokenizer's, so open_clip.get_tokenizer works unchanged.
+# MLPs twice (not four times) the width make a training step about a third cheaper on the CPU
+# and learn the synthetic scenes as well. The vocabulary is the default tokenizer's, so
+# open_clip.get_tokenizer works unchanged.
 TINY_MODEL_CONFIG: dict[str, Any] = {
     "embed_dim": 64,
     "vision_cfg": {
@@ -53,6 +55,7 @@ TINY_MODEL_CONFIG: dict[str, Any] = {
         "width": 128,
         "layers": 2,
         "head_width": 32,
+        "mlp_ratio": 2.0,
     },
     "text_cfg": {
         "context_length": 32,
@@ -60,15 +63,16 @@ TINY_MODEL_CONFIG: dict[str, Any] = {
         "width": 128,
         "heads": 4,
         "layers": 2,
+        "mlp_ratio": 2.0,
     },
 }
 MODEL_CONFIG_FILE = "model_config.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 TRAINING_FILE = "training.json"
 
-DEFAULT_EPOCHS = 40
+DEFAULT_EPOCHS = 10
 DEFAULT_BATCH_SIZE = 64
-DEFAULT_LEARNING_RATE = 1e-3
+DEFAULT_LEARNING_RATE = 2e-3
 DEFAULT_THREADS = 2
 WEIGHT_DECAY = 0.1
 WARMUP_SHARE = 0.05
@@ -116,7 +120,9 @@ class TrainedModel:
         return annotator_config(self.model_name, self.model_config_path, self.checkpoint_path)
 
 
-def annotator_config(model_name: str, model_config_path: Path, checkpoint_path: Path) -> dict:
+def annotator_config(
+    model_name: str, model_config_path: Path, checkpoint_path: Path
+) -> dict[str, str]:
     """Return the `open_clip` annotator config for a model written by `save_checkpoint`."""
     return {
         "model": model_name,
@@ -195,11 +201,12 @@ def epoch_batches(
 def create_tiny_model(
     model_name: str = TINY_MODEL_NAME, config: Mapping[str, Any] = TINY_MODEL_CONFIG
 ) -> tuple[torch.nn.Module, Callable, Callable]:
-    """Register `config` as `model_name`; return an untrained model, its val transform, tokenizer."""
+    """Register `config` as `model_name`; return an untrained model, val transform, tokenizer."""
     register_model_config(model_name, config)
-    model, _, preprocess = open_clip.create_model_and_transforms(
-        model_name, pretrained=None, pretrained_image=False, pretrained_text=False
-    )
+    with untrained_model_quietly():  # untrained on purpose: it is about to be trained
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            model_name, pretrained=None, pretrained_image=False, pretrained_text=False
+        )
     return model, preprocess, open_clip.get_tokenizer(model_name)
 
 
@@ -223,6 +230,8 @@ def _optimizer(model: torch.nn.Module, learning_rate: float) -> torch.optim.Opti
         lr=learning_rate,
         betas=(0.9, 0.98),
         eps=1e-6,
+        # One fused kernel instead of a dozen passes over the 6M-entry token embedding per step.
+        fused=True,
     )
 
 
@@ -369,7 +378,7 @@ def _fit(
             optimizer.step()
             with torch.no_grad():
                 model.logit_scale.clamp_(0, MAX_LOGIT_SCALE)
-            epoch_loss += float(loss)
+            epoch_loss += loss.item()
             step += 1
             if progress is not None:
                 progress(step, total)
@@ -411,8 +420,3 @@ def read_training_report(out_dir: Path) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def format_losses(losses: Sequence[float]) -> str:
-    """Return the loss curve as a short human-readable string."""
-    return " → ".join(f"{loss:.3f}" for loss in losses)

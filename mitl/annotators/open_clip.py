@@ -21,7 +21,9 @@ so the web process does not pay for them at start-up.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -98,6 +100,25 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
         )
     # Models saved from DistributedDataParallel carry the wrapper's prefix on every key.
     return {key.removeprefix(_DDP_PREFIX): value for key, value in data.items()}
+
+
+class _DropRandomInitWarning(logging.Filter):
+    """Drop open_clip's "initialized randomly" warning, untrue once a checkpoint is loaded."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("No pretrained weights loaded")
+
+
+@contextlib.contextmanager
+def untrained_model_quietly() -> Iterator[None]:
+    """Silence open_clip's random-initialisation warning while a model is being built."""
+    # open_clip logs through the root logger, so that is where the filter goes.
+    root, drop = logging.getLogger(), _DropRandomInitWarning()
+    root.addFilter(drop)
+    try:
+        yield
+    finally:
+        root.removeFilter(drop)
 
 
 def batches(rows: np.ndarray, size: int) -> Iterator[np.ndarray]:
@@ -190,14 +211,15 @@ class OpenClipAnnotator(EmbeddingAnnotator):
             )
         try:
             # pretrained=None and no tower weights: the model starts untrained, never downloaded.
-            model, _, preprocess = open_clip.create_model_and_transforms(
-                self.model_name,
-                pretrained=None,
-                pretrained_image=False,
-                pretrained_text=False,
-                precision=self.precision,
-                device=device,
-            )
+            with untrained_model_quietly():
+                model, _, preprocess = open_clip.create_model_and_transforms(
+                    self.model_name,
+                    pretrained=None,
+                    pretrained_image=False,
+                    pretrained_text=False,
+                    precision=self.precision,
+                    device=device,
+                )
             tokenizer = open_clip.get_tokenizer(self.model_name)
         except (RuntimeError, OSError, ValueError) as exc:
             raise self._error(f"cannot build open_clip model '{self.model_name}': {exc}") from exc
@@ -292,7 +314,7 @@ class OpenClipAnnotator(EmbeddingAnnotator):
 
 
 def _normalised(features: torch.Tensor) -> np.ndarray:
-    """Return `features` as unit-length float32 rows; normalising in fp32 keeps fp16 exact."""
+    """Return `features` as unit-length float32 rows, normalised in fp32 whatever the precision."""
     features = features.float()
     features = features / features.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     return features.cpu().numpy().astype(np.float32, copy=False)

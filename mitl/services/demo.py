@@ -22,10 +22,14 @@ from .pipeline import batch_config, batch_create, batch_run_until
 from .progress import ProgressListener, StageTracker
 from .simulate import crowd_simulate
 
-DEMO_ANNOTATORS: dict[str, tuple[str, dict[str, Any]]] = {
+# Four kinds of machine annotator, so the candidates are not one model's blind spots:
+# captions' words, captions' meaning, object labels, and pixels (a tiny CLIP trained here).
+TEXT_ANNOTATORS: dict[str, tuple[str, dict[str, Any]]] = {
     "tfidf": ("bow", {}),
-    "bow-plain": ("bow", {"stop_words": False, "sublinear_tf": False}),
+    "minilm": ("text_embedding", {}),
+    "labels": ("object_labels", {"zeta": 1}),
 }
+
 # Flagged work is rejected and re-posted for other workers, as an admin would; a few rounds
 # fill nearly every HIT (the ECCV Caption run rejected 37% of submitted HITs).
 REVIEW_ROUNDS = 3
@@ -56,13 +60,17 @@ def demo_run(
     started = time.monotonic()
     dataset = _demo_dataset(n_images=n_images, seed=seed, listener=listener)
     timings["generate+import"] = time.monotonic() - started
-    for name, (kind, config) in DEMO_ANNOTATORS.items():
+    mark = time.monotonic()
+    clip = ("open_clip", _demo_clip(dataset, listener))  # one model per demo dataset
+    annotators = {**TEXT_ANNOTATORS, f"clip-{dataset.name}": clip}
+    timings["train clip"] = time.monotonic() - mark
+    for name, (kind, config) in annotators.items():
         annotator_create(name=name, kind=kind, config=config)
     batch = batch_create(
         dataset=dataset,
         name=f"demo seed {seed}",
         raw_config={
-            "annotators": list(DEMO_ANNOTATORS),
+            "annotators": list(annotators),
             "n_image_queries": n_queries,
             "n_caption_queries": n_queries,
             "k": 5,
@@ -114,6 +122,24 @@ def _demo_dataset(*, n_images: int, seed: int, listener: ProgressListener | None
         meta={"synthetic": meta},
         progress=on_import,
     )
+
+
+def _demo_clip(dataset: Dataset, listener: ProgressListener | None) -> dict[str, str]:
+    """Train the tiny CLIP on the demo images once; return its open_clip annotator config."""
+    from mitl import clip_training  # torch: only when the demo needs it
+
+    out_dir = settings.VAR_DIR / "models" / f"clip-{dataset.name}"
+    if not (out_dir / clip_training.CHECKPOINT_FILE).is_file():
+        source = settings.VAR_DIR / "synthetic" / dataset.name
+
+        def on_step(step: int, total: int) -> None:
+            if listener:
+                listener("training clip", step, total)
+
+        clip_training.train_tiny_clip(
+            source / "captions.tsv", source / "images", out_dir, seed=0, progress=on_step
+        )
+    return clip_training.trained_model_config(out_dir)
 
 
 def _simulate_with_review(

@@ -51,7 +51,7 @@ def release_create(*, batch: Batch, config: BatchConfig, name: str | None = None
         "t2i": positive_counts(t2i_before, t2i),
         **_work_stats(batch),
     }
-    version = (Release.objects.filter(name=name).aggregate(v=Max("version"))["v"] or 0) + 1
+    version = _next_version(name)
     final_dir = settings.RELEASES_DIR / name / str(version)
     manifest = write_release_dir(
         final_dir,
@@ -90,6 +90,18 @@ def release_create(*, batch: Batch, config: BatchConfig, name: str | None = None
         shutil.rmtree(final_dir, ignore_errors=True)  # no directory without its database row
         raise
     return release
+
+
+def _next_version(name: str) -> int:
+    """Return the next version of a release name, past any folder already on disk too.
+
+    A folder can exist without its row (a database reset, or a copy from elsewhere); a
+    release never overwrites one.
+    """
+    in_database = Release.objects.filter(name=name).aggregate(v=Max("version"))["v"] or 0
+    folder = settings.RELEASES_DIR / name
+    on_disk = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
+    return max([in_database, *on_disk]) + 1
 
 
 def _query_ext_ids(batch: Batch) -> tuple[list[int], list[int]]:

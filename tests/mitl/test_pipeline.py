@@ -805,3 +805,16 @@ def test_an_invalid_caption_disappears_from_the_release(batch):
     for captions in i2t.values():
         assert not invalid & set(captions)
     assert set(t2i) == {str(c) for c in caption_queries - invalid}
+
+
+def test_a_release_never_overwrites_a_folder_left_on_disk(batch, settings):
+    stray = settings.RELEASES_DIR / "small" / "1"
+    stray.mkdir(parents=True)
+    (stray / "keep.txt").write_text("from an earlier database")
+    to_annotating(batch)
+    simulate(batch)
+    batch_run_until(batch_id=batch.pk, until="released", force=True)
+
+    release = Release.objects.get(batches=batch)
+    assert release.version == 2
+    assert (stray / "keep.txt").read_text() == "from an earlier database"

@@ -47,7 +47,7 @@ def test_chunked_tasks_rank_exactly_like_one_process(
 
     def counting(**kwargs):
         if kwargs.get("query_ids") is not None:
-            chunks.append((list(kwargs["annotator_ids"])[0], len(list(kwargs["query_ids"]))))
+            chunks.append((next(iter(kwargs["annotator_ids"])), len(list(kwargs["query_ids"]))))
         return original(**kwargs)
 
     monkeypatch.setattr("mitl.services.pipeline.rankings_compute", counting)
