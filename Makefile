@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo test test-services serve worker bench lint clean
+.PHONY: install migrate demo test serve worker bench lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,10 +20,10 @@ migrate: install
 	$(PY) manage.py migrate --noinput -v0
 
 demo: migrate
-	$(PY) manage.py demo
+	HF_HUB_OFFLINE=1 $(PY) manage.py demo
 
 test: install
-	$(PY) -m pytest
+	HF_HUB_OFFLINE=1 $(PY) -m pytest
 
 serve: migrate
 	$(PY) manage.py runserver 127.0.0.1:8000
@@ -33,6 +33,7 @@ worker: install
 
 bench: install
 	$(PY) benchmarks/bench_hit_building.py
+	$(PY) benchmarks/bench_retrieval.py
 
 lint: install
 	$(VENV)/bin/ruff check .
