@@ -75,6 +75,18 @@ def batch(dataset, annotators, small_config):
     return batch_create(dataset=dataset, name="small batch", raw_config=small_config)
 
 
+@pytest.fixture
+def eager_celery():
+    """Run Celery tasks in this process even when the environment names a broker."""
+    from config.celery import app
+
+    overrides = {"CELERY_TASK_ALWAYS_EAGER": True, "CELERY_TASK_EAGER_PROPAGATES": True}
+    saved = {key: app.conf[key] for key in overrides}
+    app.conf.update(overrides)
+    yield
+    app.conf.update(saved)
+
+
 def services_available() -> tuple[bool, str]:
     """Say whether PostgreSQL (via DATABASE_URL) and Redis answer."""
     url = os.environ.get("DATABASE_URL", "")

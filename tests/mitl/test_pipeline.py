@@ -503,18 +503,6 @@ def test_a_failing_stage_keeps_its_state_records_the_error_and_resumes(batch, mo
     assert batch.error == ""
 
 
-@pytest.fixture
-def eager_celery():
-    """Run Celery tasks in this process even when the environment names a broker."""
-    from config.celery import app
-
-    overrides = {"CELERY_TASK_ALWAYS_EAGER": True, "CELERY_TASK_EAGER_PROPAGATES": True}
-    saved = {key: app.conf[key] for key in overrides}
-    app.conf.update(overrides)
-    yield
-    app.conf.update(saved)
-
-
 def test_celery_tasks_chain_the_automatic_stages(
     batch, eager_celery, django_capture_on_commit_callbacks
 ):

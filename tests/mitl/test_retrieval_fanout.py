@@ -11,18 +11,6 @@ from mitl.services.pipeline import batch_create, batch_run_until, batch_start
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def eager_celery():
-    """Run Celery tasks in this process even when the environment names a broker."""
-    from config.celery import app
-
-    overrides = {"CELERY_TASK_ALWAYS_EAGER": True, "CELERY_TASK_EAGER_PROPAGATES": True}
-    saved = {key: app.conf[key] for key in overrides}
-    app.conf.update(overrides)
-    yield
-    app.conf.update(saved)
-
-
 def rankings_of(batch: Batch) -> dict[tuple[str, int, int | None, int | None], list[int]]:
     return {
         (annotator, direction, image, caption): targets
