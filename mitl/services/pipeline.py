@@ -207,7 +207,9 @@ def retrieval_chunk_run(*, batch_id: int, annotator_id: int, query_ids: list[int
             query_ids=query_ids,
         )
     except Exception as exc:
-        Batch.objects.filter(pk=batch_id).update(error=f"retrieving: {exc}")
+        Batch.objects.filter(pk=batch_id, state=BatchState.RETRIEVING).update(
+            error=f"retrieving: {exc}"
+        )
         raise
     return retrieval_finish(batch=batch, config=config)
 
