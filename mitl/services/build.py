@@ -22,6 +22,7 @@ from annotation.models import (
 from mitl.config import BatchConfig
 from mitl.hits import NegativeSource, PackingPlan, pack_hits
 
+from .bulk import row_factory
 from .progress import StageTracker
 
 
@@ -87,17 +88,18 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
             ],
             batch_size=2000,
         )
+        item_row = row_factory(
+            HITItem, ("hit_id", "position", "role", "candidate_id", "image_id", "caption_id")
+        )
         HITItem.objects.bulk_create(
             [
-                HITItem(
-                    hit_id=hit.pk,
-                    position=position,
-                    role=item.role.value,
-                    candidate_id=None
-                    if item.candidate_index is None
-                    else candidates[item.candidate_index][0],
-                    image_id=item.image_id,
-                    caption_id=item.caption_id,
+                item_row(
+                    hit.pk,
+                    position,
+                    item.role.value,
+                    None if item.candidate_index is None else candidates[item.candidate_index][0],
+                    item.image_id,
+                    item.caption_id,
                 )
                 for hit, layout in zip(hits, layouts, strict=True)
                 for position, item in enumerate(layout)

@@ -8,6 +8,7 @@ from annotation.models import Batch, Candidate, Direction, Proposal, Query, Rank
 from mitl.config import BatchConfig
 from mitl.pooling import RankedList, pool_candidates
 
+from .bulk import row_factory
 from .progress import StageTracker
 
 
@@ -43,30 +44,22 @@ def candidates_pool(*, batch: Batch, config: BatchConfig, tracker: StageTracker)
     pooled = pool_candidates(lists, k=config.k)
     tracker.start(len(pooled))
     directions = dict(Query.objects.filter(batch=batch).values_list("pk", "direction"))
+    candidate = row_factory(
+        Candidate, ("batch_id", "query_id", "direction", "image_id", "caption_id")
+    )
+    proposal = row_factory(Proposal, ("candidate_id", "annotator_id", "query_id", "rank", "score"))
     with transaction.atomic():
-        candidates = Candidate.objects.bulk_create(
+        rows = Candidate.objects.bulk_create(
             [
-                Candidate(
-                    batch_id=batch.pk,
-                    query_id=p.query_id,
-                    direction=directions[p.query_id],
-                    image_id=p.image_id,
-                    caption_id=p.caption_id,
-                )
+                candidate(batch.pk, p.query_id, directions[p.query_id], p.image_id, p.caption_id)
                 for p in pooled
             ],
             batch_size=5000,
         )
         Proposal.objects.bulk_create(
             [
-                Proposal(
-                    candidate_id=candidate.pk,
-                    annotator_id=spec.annotator_id,
-                    query_id=spec.query_id,
-                    rank=spec.rank,
-                    score=spec.score,
-                )
-                for candidate, p in zip(candidates, pooled, strict=True)
+                proposal(row.pk, spec.annotator_id, spec.query_id, spec.rank, spec.score)
+                for row, p in zip(rows, pooled, strict=True)
                 for spec in p.proposals
             ],
             batch_size=5000,
