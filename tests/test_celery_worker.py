@@ -42,9 +42,17 @@ def celery_queue(broker_url: str) -> Iterator[str]:
     }
     saved = {key: app.conf[key] for key in overrides}
     app.conf.update(overrides)
+    _forget_broker_state(app)
     assert not app.conf.task_always_eager
     yield queue
     app.conf.update(saved)
+    _forget_broker_state(app)
+
+
+def _forget_broker_state(app) -> None:
+    """Drop the routes and connections Celery built for earlier settings (other tests)."""
+    app._pool = None  # connections for the old broker URL (left open for their users)
+    app.__dict__.pop("amqp", None)  # cached: queues, router and producer pool
 
 
 @pytest.fixture
