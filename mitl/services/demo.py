@@ -20,7 +20,7 @@ from mitl.releases import I2T_FILE, STATS_FILE, T2I_FILE, positives_by_query
 from .annotators import annotator_create
 from .pipeline import batch_config, batch_create, batch_run_until
 from .progress import ProgressListener, StageTracker
-from .simulate import crowd_simulate
+from .simulate import crowd_simulate, synthetic_regenerate
 
 # Four kinds of machine annotator, so the candidates are not one model's blind spots:
 # captions' words, captions' meaning, object labels, and pixels (a tiny CLIP trained here).
@@ -187,12 +187,7 @@ def _summarise(batch: Batch, release: Release, dataset: Dataset) -> DemoSummary:
 
 def _agreement_with_truth(release: Release, dataset: Dataset) -> dict[str, dict[str, float]]:
     """Precision and recall of the original and released positives against the synthetic truth."""
-    params = dataset.meta["synthetic"]
-    generated = synthetic.generate(
-        n_images=params["n_images"],
-        seed=params["seed"],
-        captions_per_image=params["captions_per_image"],
-    )
+    generated = synthetic_regenerate(dataset=dataset)
     truth = synthetic.truth_matrix(generated)
     image_ids = np.array([scene.image_id for scene in generated.scenes])
     caption_ids = np.array([caption.caption_id for caption in generated.captions])

@@ -15,7 +15,7 @@ import numpy as np
 from django.db.models import Count, Q
 
 from annotation.importers import parse_eccv_pairs
-from annotation.models import HIT, Batch, Worker
+from annotation.models import HIT, Batch, Dataset, Worker
 from annotation.services import (
     ACTIVE_STATUSES,
     AnswerInput,
@@ -41,6 +41,21 @@ class SimulationSummary:
     flagged: int
 
 
+def synthetic_regenerate(*, dataset: Dataset) -> synthetic.SyntheticDataset:
+    """Regenerate a synthetic dataset (with its truth) from the parameters it was imported with."""
+    params = dataset.meta.get("synthetic")
+    if not params:
+        raise ServiceError(
+            f"dataset {dataset.name!r} is not synthetic, so there is no known truth: pass "
+            "--oracle DIR with image_to_caption.json and caption_to_image.json"
+        )
+    return synthetic.generate(
+        n_images=params["n_images"],
+        seed=params["seed"],
+        captions_per_image=params["captions_per_image"],
+    )
+
+
 def truth_source(*, batch: Batch, oracle_dir: Path | None) -> TruthFn:
     """Return how the simulated crowd knows the answer for this batch's dataset."""
     if oracle_dir is not None:
@@ -48,17 +63,7 @@ def truth_source(*, batch: Batch, oracle_dir: Path | None) -> TruthFn:
             oracle_dir / "image_to_caption.json", oracle_dir / "caption_to_image.json"
         )
         return lambda image, caption: oracle_truth((image, caption) in pairs)
-    params = batch.dataset.meta.get("synthetic")
-    if not params:
-        raise ServiceError(
-            f"dataset {batch.dataset.name!r} is not synthetic, so there is no known truth: pass "
-            "--oracle DIR with image_to_caption.json and caption_to_image.json"
-        )
-    generated = synthetic.generate(
-        n_images=params["n_images"],
-        seed=params["seed"],
-        captions_per_image=params["captions_per_image"],
-    )
+    generated = synthetic_regenerate(dataset=batch.dataset)
     return lambda image, caption: synthetic.judge(
         generated.scene(image), generated.caption(caption)
     )
