@@ -23,6 +23,7 @@ from mitl.config import BatchConfig, parse_batch_config
 
 from .aggregate import verdicts_aggregate
 from .build import hits_build
+from .corpus import corpus_load
 from .pool import candidates_pool
 from .progress import ProgressListener, StageTracker
 from .release import release_create
@@ -178,13 +179,14 @@ def _retrieval_dispatch(batch: Batch, config: BatchConfig, tracker: StageTracker
     """Queue one retrieval task per annotator and block of queries still missing."""
     from mitl.tasks import retrieve_chunk, run_stage
 
-    plan = retrieval_plan(batch=batch, config=config)
+    loaded = corpus_load(dataset=batch.dataset)  # read once for planning and warming
+    plan = retrieval_plan(batch=batch, config=config, loaded=loaded)
     tracker.start(len(config.annotators) * batch.queries.count())
     if not plan:
         if retrieval_finish(batch=batch, config=config):
             transaction.on_commit(lambda: run_stage.delay(batch.pk, BatchState.POOLING))
         return
-    embeddings_warm(batch=batch, config=config)
+    embeddings_warm(batch=batch, config=config, loaded=loaded)
     for annotator_id, query_ids in plan:
         transaction.on_commit(
             lambda a=annotator_id, q=query_ids: retrieve_chunk.delay(batch.pk, a, q)

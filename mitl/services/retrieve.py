@@ -23,7 +23,7 @@ from annotation.models import (
     Query,
     Ranking,
 )
-from mitl.annotators import Annotator, EmbeddingAnnotator, build_annotator
+from mitl.annotators import Annotator, EmbeddingAnnotator, annotator_class, build_annotator
 from mitl.config import BatchConfig
 from mitl.retrieval import TopK, retrieve_both
 from mitl.sampling import CAPTION_STREAM, IMAGE_STREAM, sample_ids
@@ -95,9 +95,7 @@ def rankings_compute(
     if annotator_ids is not None:
         allowed = set(annotator_ids)
         annotators = [a for a in annotators if a.pk in allowed]
-    done_pairs = set(
-        Ranking.objects.filter(query__batch=batch).values_list("annotator_id", "query_id")
-    )
+    done_pairs = _ranked_pairs(batch)
     total_pairs = len(config.annotators) * batch.queries.count()
     if query_ids is None:
         tracker.start(total_pairs)
@@ -119,13 +117,12 @@ def rankings_compute(
     return written
 
 
-def retrieval_plan(*, batch: Batch, config: BatchConfig) -> list[tuple[int, list[int]]]:
+def retrieval_plan(
+    *, batch: Batch, config: BatchConfig, loaded: LoadedCorpus
+) -> list[tuple[int, list[int]]]:
     """Split the missing (annotator, query) work into chunks for parallel workers."""
-    loaded = corpus_load(dataset=batch.dataset)
     queries = queries_sample(batch=batch, config=config, loaded=loaded)
-    done_pairs = set(
-        Ranking.objects.filter(query__batch=batch).values_list("annotator_id", "query_id")
-    )
+    done_pairs = _ranked_pairs(batch)
     plan = []
     for row in _batch_annotators(batch, config):
         missing = [q.pk for q in queries if (row.pk, q.pk) not in done_pairs]
@@ -134,12 +131,10 @@ def retrieval_plan(*, batch: Batch, config: BatchConfig) -> list[tuple[int, list
     return plan
 
 
-def embeddings_warm(*, batch: Batch, config: BatchConfig) -> None:
+def embeddings_warm(*, batch: Batch, config: BatchConfig, loaded: LoadedCorpus) -> None:
     """Fill the embedding cache once, so parallel chunks only read it."""
-    loaded = corpus_load(dataset=batch.dataset)
     for row in _batch_annotators(batch, config):
-        annotator = build_annotator(kind=row.kind, name=row.name, config=row.config)
-        if isinstance(annotator, EmbeddingAnnotator):
+        if issubclass(annotator_class(row.kind), EmbeddingAnnotator):
             annotator_prepare(row=row, dataset=batch.dataset, loaded=loaded)
 
 
@@ -160,6 +155,11 @@ def retrieval_finish(*, batch: Batch, config: BatchConfig) -> bool:
         state=BatchState.POOLING, error=""
     )
     return bool(moved)
+
+
+def _ranked_pairs(batch: Batch) -> set[tuple[int, int]]:
+    """Return the (annotator id, query id) pairs that already have a ranking."""
+    return set(Ranking.objects.filter(query__batch=batch).values_list("annotator_id", "query_id"))
 
 
 def _batch_annotators(batch: Batch, config: BatchConfig) -> list[MachineAnnotator]:
