@@ -18,10 +18,10 @@ class LoadedCorpus:
     caption_pks: np.ndarray  # int64, row → Caption pk
 
     def image_rows(self, pks: list[int]) -> np.ndarray:
-        return _rows_of(self.image_pks, pks)
+        return rows_of(self.image_pks, pks)
 
     def caption_rows(self, pks: list[int]) -> np.ndarray:
-        return _rows_of(self.caption_pks, pks)
+        return rows_of(self.caption_pks, pks)
 
 
 def corpus_load(*, dataset: Dataset) -> LoadedCorpus:
@@ -63,11 +63,21 @@ def _local_path(name: str) -> str | None:
         return None
 
 
-def _rows_of(pks_by_row: np.ndarray, pks: list[int]) -> np.ndarray:
-    order = np.argsort(pks_by_row)
-    wanted = np.asarray(pks, dtype=np.int64)
-    positions = np.searchsorted(pks_by_row, wanted, sorter=order)
+class NotInCorpus(KeyError):
+    """Some ids are not rows of the corpus (unknown, deleted, or a caption marked invalid)."""
+
+    def __init__(self, missing: list[int]) -> None:
+        super().__init__(f"{len(missing)} ids are not in the corpus (first: {missing[0]})")
+        self.missing = missing
+
+
+def rows_of(ids_by_row: np.ndarray, wanted: list[int]) -> np.ndarray:
+    """Return the corpus row of each wanted id (pks or external ids, as `ids_by_row` holds)."""
+    order = np.argsort(ids_by_row)
+    wanted_ids = np.asarray(wanted, dtype=np.int64)
+    positions = np.searchsorted(ids_by_row, wanted_ids, sorter=order)
     rows = order[np.clip(positions, 0, len(order) - 1)]
-    if len(wanted) and not np.array_equal(pks_by_row[rows], wanted):
-        raise KeyError("some items are not in the corpus (deleted or marked invalid)")
+    found = ids_by_row[rows] == wanted_ids
+    if not found.all():
+        raise NotInCorpus(wanted_ids[~found].tolist())
     return rows

@@ -14,7 +14,7 @@ from annotation.services import ServiceError
 from mitl.metrics import precision_at_k, recall_at_k
 from mitl.retrieval import retrieve_i2t, retrieve_t2i
 
-from .corpus import corpus_load
+from .corpus import NotInCorpus, corpus_load, rows_of
 from .progress import ProgressListener
 from .retrieve import annotator_prepare
 
@@ -65,12 +65,19 @@ def annotator_evaluate(
     loaded = corpus_load(dataset=dataset)
     prepared = annotator_prepare(row=annotator, dataset=dataset, loaded=loaded, listener=listener)
     depth = max(ks)
+    query_side = (
+        loaded.corpus.image_ids if direction == Direction.I2T else loaded.corpus.caption_ids
+    )
+    try:
+        rows = rows_of(query_side, query_ids)
+    except NotInCorpus as exc:
+        raise ServiceError(
+            f"{len(exc.missing)} queries are not in the dataset (first: {exc.missing[0]})"
+        ) from None
     if direction == Direction.I2T:
-        rows = _rows_of(loaded.corpus.image_ids.tolist(), query_ids)
         top = retrieve_i2t(prepared, rows, depth, n_captions=loaded.corpus.n_captions)
         targets = loaded.corpus.caption_ids
     else:
-        rows = _rows_of(loaded.corpus.caption_ids.tolist(), query_ids)
         top = retrieve_t2i(prepared, rows, depth, n_images=loaded.corpus.n_images)
         targets = loaded.corpus.image_ids
     rankings = {q: targets[top.indices[i]].tolist() for i, q in enumerate(query_ids)}
@@ -83,11 +90,3 @@ def annotator_evaluate(
             scores[name][f"recall@{k}"] = recall_at_k(rankings, truth, k)
             scores[name][f"precision@{k}"] = precision_at_k(rankings, truth, k)
     return AnnotatorScores(annotator.name, direction, len(query_ids), scores)
-
-
-def _rows_of(ids: list[int], wanted: list[int]) -> list[int]:
-    row_of = {item: row for row, item in enumerate(ids)}
-    missing = [q for q in wanted if q not in row_of]
-    if missing:
-        raise ServiceError(f"{len(missing)} queries are not in the dataset (first: {missing[0]})")
-    return [row_of[q] for q in wanted]
