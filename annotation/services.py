@@ -31,6 +31,7 @@ from .models import (
     AssignmentStatus,
     Caption,
     Dataset,
+    HITItem,
     Image,
     Judgement,
     PositivePair,
@@ -299,7 +300,7 @@ def assignment_submit(
 
 def _build_judgements(
     assignment: Assignment,
-    items: dict[int, object],
+    items: dict[int, HITItem],
     answers: Sequence[AnswerInput],
     followups_required: bool,
 ) -> list[Judgement]:
