@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,26 +94,26 @@ def demo_run(
     return summary
 
 
+def _relay(listener: ProgressListener | None, stage: str) -> Callable[[int, int], None]:
+    """Return a (done, total) callback that reports to `listener` as `stage`."""
+
+    def report(done: int, total: int) -> None:
+        if listener:
+            listener(stage, done, total)
+
+    return report
+
+
 def _demo_dataset(*, n_images: int, seed: int, listener: ProgressListener | None) -> Dataset:
     name = f"synthetic-{n_images}-s{seed}"
     existing = Dataset.objects.filter(name=name).first()
     if existing is not None:
         return existing
-    generated = synthetic.generate(n_images=n_images, seed=seed)
     out_dir = settings.VAR_DIR / "synthetic" / name
-    if not (out_dir / "captions.tsv").exists():
-
-        def on_image(done: int, total: int) -> None:
-            if listener:
-                listener("generating", done, total)
-
-        synthetic.write(generated, out_dir, progress=on_image)
+    if not (out_dir / "captions.tsv").exists():  # written once, e.g. by train_demo_clip
+        generated = synthetic.generate(n_images=n_images, seed=seed)
+        synthetic.write(generated, out_dir, progress=_relay(listener, "generating"))
     meta = json.loads((out_dir / "synthetic.json").read_text())
-
-    def on_import(done: int, total: int) -> None:
-        if listener:
-            listener("importing", done, total)
-
     return dataset_import_tsv(
         name=name,
         captions_path=out_dir / "captions.tsv",
@@ -120,7 +121,7 @@ def _demo_dataset(*, n_images: int, seed: int, listener: ProgressListener | None
         labels_path=out_dir / "labels.json",
         description=f"Synthetic scenes of coloured shapes ({n_images} images, seed {seed}).",
         meta={"synthetic": meta},
-        progress=on_import,
+        progress=_relay(listener, "importing"),
     )
 
 
@@ -131,13 +132,12 @@ def _demo_clip(dataset: Dataset, listener: ProgressListener | None) -> dict[str,
     out_dir = settings.VAR_DIR / "models" / f"clip-{dataset.name}"
     if not (out_dir / clip_training.CHECKPOINT_FILE).is_file():
         source = settings.VAR_DIR / "synthetic" / dataset.name
-
-        def on_step(step: int, total: int) -> None:
-            if listener:
-                listener("training clip", step, total)
-
         clip_training.train_tiny_clip(
-            source / "captions.tsv", source / "images", out_dir, seed=0, progress=on_step
+            source / "captions.tsv",
+            source / "images",
+            out_dir,
+            seed=0,
+            progress=_relay(listener, "training clip"),
         )
     return clip_training.trained_model_config(out_dir)
 
