@@ -13,8 +13,16 @@ from .batch import (
     Query,
     Ranking,
 )
-from .dataset import Caption, Dataset, Image, PositivePair, PositiveSet, PositiveSource
-from .results import Release, Verdict
+from .dataset import (
+    Caption,
+    Dataset,
+    Image,
+    InvalidReason,
+    PositivePair,
+    PositiveSet,
+    PositiveSource,
+)
+from .results import Evaluation, Release, Verdict
 from .work import (
     HIT,
     Assignment,
@@ -38,8 +46,10 @@ __all__ = [
     "Dataset",
     "Direction",
     "Embedding",
+    "Evaluation",
     "HITItem",
     "Image",
+    "InvalidReason",
     "ItemRole",
     "Judgement",
     "MachineAnnotator",

@@ -48,6 +48,11 @@ class Image(models.Model):
         return f"image {self.ext_id}"
 
 
+class InvalidReason(models.TextChoices):
+    MEANINGLESS = "meaningless", "meaningless or unreadable"
+    WRONG_FOR_IMAGE = "wrong_for_image", "semantically wrong for its own image"
+
+
 class Caption(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="captions")
     ext_id = models.BigIntegerField(help_text="The dataset's own caption id; used in exports.")
@@ -63,11 +68,25 @@ class Caption(models.Model):
         help_text="Marked invalid by an admin (meaningless or wrong for its own image); "
         "left out of releases.",
     )
+    invalid_reason = models.CharField(
+        max_length=16,
+        choices=InvalidReason.choices,
+        blank=True,
+        help_text="Why the caption was marked invalid (ECCV Caption Appendix C.1).",
+    )
+    invalid_marked_at = models.DateTimeField(
+        null=True, blank=True, help_text="When an admin marked the caption invalid."
+    )
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["dataset", "ext_id"], name="caption_unique_ext_id"),
             models.CheckConstraint(condition=~models.Q(text=""), name="caption_text_not_empty"),
+            models.CheckConstraint(
+                condition=models.Q(is_invalid=False, invalid_reason="")
+                | models.Q(is_invalid=True) & ~models.Q(invalid_reason=""),
+                name="caption_invalid_has_reason",
+            ),
         ]
 
     def __str__(self) -> str:

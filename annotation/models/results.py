@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -53,3 +54,30 @@ class Release(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
+
+
+class Evaluation(models.Model):
+    """One retrieval model's metrics on a release: a row of the leaderboard."""
+
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="evaluations")
+    model_name = models.CharField(max_length=200, help_text="Name of the evaluated model.")
+    metrics = models.JSONField(
+        help_text="{'i2t': {'recall@1': …, 'map_at_r': …}, 't2i': {…}} as `evaluate` prints it."
+    )
+    rankings_sha256 = models.CharField(
+        max_length=64, help_text="Checksum of the uploaded rankings, to spot resubmissions."
+    )
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["release", "model_name"], name="evaluation_unique_model"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} on {self.release}"

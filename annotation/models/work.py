@@ -140,6 +140,14 @@ class Assignment(models.Model):
     )
     submitted_at = models.DateTimeField(null=True, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The staff member who approved or rejected it; empty when automatic.",
+    )
     golden_passed = models.BooleanField(
         null=True, blank=True, help_text="Result of the golden check at submission."
     )

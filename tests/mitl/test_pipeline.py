@@ -779,7 +779,9 @@ def test_an_invalid_caption_disappears_from_the_release(batch):
         .first()
     )
     invalid = {own_caption.ext_id, caption_query.caption.ext_id}
-    Caption.objects.filter(ext_id__in=invalid, dataset=batch.dataset).update(is_invalid=True)
+    Caption.objects.filter(ext_id__in=invalid, dataset=batch.dataset).update(
+        is_invalid=True, invalid_reason="meaningless"
+    )
 
     release = release_now(batch)
 
