@@ -1,9 +1,9 @@
 from django.urls import path
 
-from . import views
+from .views import pages
 
 app_name = "frontend"
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("batches/<int:batch_id>/", views.batch_page, name="batch"),
+    path("", pages.home, name="home"),
+    path("batches/<int:batch_id>/", pages.batch_page, name="batch"),
 ]

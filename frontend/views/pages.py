@@ -1,4 +1,4 @@
-"""Server-rendered pages; the UI issues fill in the annotator and dashboard pages."""
+"""Overview pages: the home page and one batch."""
 
 from __future__ import annotations
 
