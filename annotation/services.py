@@ -5,19 +5,14 @@ Every function is one transaction; arguments are keyword-only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.utils import timezone
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
-
-from mitl.judgements import Level, validate_followups
-from mitl.quality import golden_check
 
 from .importers import (
     ImportFileError,
@@ -26,14 +21,9 @@ from .importers import (
     parse_labels_json,
 )
 from .models import (
-    HIT,
-    Assignment,
-    AssignmentStatus,
     Caption,
     Dataset,
-    HITItem,
     Image,
-    Judgement,
     PositivePair,
     PositiveSet,
     PositiveSource,
@@ -218,143 +208,3 @@ def worker_simulated_get_or_create(*, name: str, profile: dict) -> Worker:
         source=WorkerSource.SIMULATED, external_id=name, defaults={"profile": profile}
     )
     return worker
-
-
-MAX_ELAPSED_MS = 24 * 3600 * 1000  # a day: anything longer is a broken client clock
-
-ACTIVE_STATUSES = (AssignmentStatus.ACCEPTED, AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED)
-
-
-def assignment_create(*, hit: HIT, worker: Worker) -> Assignment:
-    """Give `hit` to `worker`, refusing a blocked worker, a repeat, or a full HIT."""
-    if worker.is_blocked:
-        raise ServiceError(f"worker {worker} is blocked")
-    with transaction.atomic():
-        locked = HIT.objects.select_for_update().get(pk=hit.pk)
-        if Assignment.objects.filter(hit=locked, worker=worker).exists():
-            raise ServiceError(f"worker {worker} already worked on {locked}")
-        active = Assignment.objects.filter(hit=locked, status__in=ACTIVE_STATUSES).count()
-        if active >= locked.max_assignments:
-            raise ServiceError(f"{locked} already has all {locked.max_assignments} assignments")
-        return Assignment.objects.create(hit=locked, worker=worker)
-
-
-@dataclass(frozen=True)
-class AnswerInput:
-    """One answer as submitted: the HIT item and the worker's choices."""
-
-    item_id: int
-    level: str
-    shortcomings: Sequence[str] = ()
-    wrong_concepts: Sequence[str] = ()
-    other_text: str = ""
-    elapsed_ms: int = 0
-
-
-@dataclass(frozen=True)
-class SubmissionResult:
-    assignment: Assignment
-    judgements: list[Judgement]
-    golden_failures: tuple[str, ...] = field(default=())
-    created: bool = True  # False when the submission had already been stored
-
-
-def assignment_submit(
-    *, assignment: Assignment, answers: Sequence[AnswerInput], followups_required: bool
-) -> SubmissionResult:
-    """Store a worker's answers for a whole HIT and apply the golden check.
-
-    Every item must be answered exactly once. Passing the golden check approves the
-    assignment; failing it flags the assignment for a person's review. Submitting again
-    returns the stored result unchanged (a double click or a retry never duplicates).
-    """
-    with transaction.atomic():
-        locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
-        if locked.status != AssignmentStatus.ACCEPTED:
-            if locked.status == AssignmentStatus.EXPIRED:
-                raise ServiceError("this assignment expired; ask for a new HIT")
-            stored = list(locked.judgements.order_by("item__position"))
-            return SubmissionResult(assignment=locked, judgements=stored, created=False)
-        items = {item.pk: item for item in locked.hit.items.all()}
-        judgements = _build_judgements(locked, items, answers, followups_required)
-        Judgement.objects.bulk_create(judgements)
-        result = golden_check(
-            (items[j.item_id].role, items[j.item_id].position, Level(j.level)) for j in judgements
-        )
-        now = timezone.now()
-        locked.submitted_at = now
-        locked.golden_passed = result.passed
-        if result.passed:
-            locked.status = AssignmentStatus.APPROVED
-            locked.reviewed_at = now
-        else:
-            locked.status = AssignmentStatus.SUBMITTED
-            locked.flagged = True
-        locked.save(
-            update_fields=["submitted_at", "golden_passed", "status", "reviewed_at", "flagged"]
-        )
-    return SubmissionResult(
-        assignment=locked, judgements=judgements, golden_failures=result.failures
-    )
-
-
-def _build_judgements(
-    assignment: Assignment,
-    items: dict[int, HITItem],
-    answers: Sequence[AnswerInput],
-    followups_required: bool,
-) -> list[Judgement]:
-    answered = [answer.item_id for answer in answers]
-    if len(set(answered)) != len(answered):
-        raise ServiceError("an item was answered twice")
-    foreign = sorted(set(answered) - set(items))
-    if foreign:
-        raise ServiceError(f"item {foreign[0]} does not belong to this HIT")
-    missing = sorted(set(items) - set(answered))
-    if missing:
-        raise ServiceError(f"{len(missing)} of {len(items)} pairs are not answered")
-    judgements = []
-    for answer in answers:
-        position = items[answer.item_id].position + 1
-        try:
-            level = Level(answer.level)
-            shortcomings, concepts = validate_followups(
-                level=level,
-                shortcomings=answer.shortcomings,
-                wrong_concepts=answer.wrong_concepts,
-                other_text=answer.other_text,
-                required=followups_required,
-            )
-        except ValueError as exc:
-            raise ServiceError(f"pair {position}: {exc}") from exc
-        if not 0 <= answer.elapsed_ms <= MAX_ELAPSED_MS:
-            raise ServiceError(
-                f"pair {position}: elapsed time must be between 0 and {MAX_ELAPSED_MS} ms "
-                f"(got {answer.elapsed_ms})"
-            )
-        judgements.append(
-            Judgement(
-                assignment=assignment,
-                item_id=answer.item_id,
-                level=level.value,
-                shortcomings=shortcomings,
-                wrong_concepts=concepts,
-                other_text=answer.other_text.strip(),
-                elapsed_ms=answer.elapsed_ms,
-            )
-        )
-    return judgements
-
-
-def assignment_review(*, assignment: Assignment, approve: bool, feedback: str = "") -> Assignment:
-    """Approve or reject a submitted assignment; a rejection reopens the slot on its HIT."""
-    with transaction.atomic():
-        locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
-        if locked.status != AssignmentStatus.SUBMITTED:
-            raise ServiceError(f"only submitted work can be reviewed (this one is {locked.status})")
-        locked.status = AssignmentStatus.APPROVED if approve else AssignmentStatus.REJECTED
-        locked.flagged = False
-        locked.feedback = feedback
-        locked.reviewed_at = timezone.now()
-        locked.save(update_fields=["status", "flagged", "feedback", "reviewed_at"])
-    return locked

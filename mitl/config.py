@@ -10,6 +10,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 AGGREGATION_RULES = ("eccv",)
+# pass → approve, fail → flag for a person | pass → approve, fail → reject at once |
+# every submission waits for a person (the golden result is shown to the reviewer)
+GOLDEN_POLICIES = ("approve_or_flag", "approve_or_reject", "review_all")
 
 
 class ConfigError(ValueError):
@@ -30,6 +33,8 @@ class BatchConfig:
     golden_tn: int = 1
     assignments_per_hit: int = 1
     followups: bool = True  # ask why for the two middle answers
+    assignment_minutes: int = 30  # an accepted HIT not submitted by then goes back to the pool
+    golden_policy: str = "approve_or_flag"  # what the golden check decides at submission
     aggregation: str = "eccv"
     seed: int = 0
 
@@ -52,6 +57,7 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "golden_tp": (0, 10),
     "golden_tn": (0, 10),
     "assignments_per_hit": (1, 50),
+    "assignment_minutes": (1, 7 * 24 * 60),
     "seed": (0, 2**31 - 1),
 }
 
@@ -80,6 +86,12 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
         raise ConfigError(
             f"batch config: `aggregation` must be one of {', '.join(AGGREGATION_RULES)} "
             f"(got {rule!r})"
+        )
+    policy = values.get("golden_policy", "approve_or_flag")
+    if policy not in GOLDEN_POLICIES:
+        raise ConfigError(
+            f"batch config: `golden_policy` must be one of {', '.join(GOLDEN_POLICIES)} "
+            f"(got {policy!r})"
         )
     config = BatchConfig(**values)
     if config.n_image_queries + config.n_caption_queries == 0:

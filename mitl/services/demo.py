@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from annotation.assignments import assignment_review
 from annotation.models import Assignment, AssignmentStatus, Batch, BatchState, Dataset, Release
-from annotation.services import assignment_review, dataset_import_tsv
+from annotation.services import dataset_import_tsv
 from mitl import synthetic
 from mitl.positive_sets import set_agreement
 from mitl.releases import I2T_FILE, STATS_FILE, T2I_FILE, positives_by_query

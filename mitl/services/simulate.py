@@ -14,17 +14,16 @@ from pathlib import Path
 import numpy as np
 from django.db.models import Count, Q
 
-from annotation.importers import parse_eccv_pairs
-from annotation.models import HIT, Batch, Dataset, Worker
-from annotation.services import (
+from annotation.assignments import (
     ACTIVE_STATUSES,
     AnswerInput,
-    ServiceError,
     SubmissionResult,
     assignment_create,
     assignment_submit,
-    worker_simulated_get_or_create,
 )
+from annotation.importers import parse_eccv_pairs
+from annotation.models import HIT, Batch, Dataset, Worker
+from annotation.services import ServiceError, worker_simulated_get_or_create
 from mitl import synthetic
 from mitl.config import BatchConfig
 from mitl.simulation import WorkerProfile, answer, crowd_profiles, oracle_truth
@@ -114,7 +113,7 @@ def crowd_simulate(
         ]
         open_slots = min(hit.max_assignments - hit.active, len(free))
         for index in rng.choice(free, size=max(open_slots, 0), replace=False):
-            result = _work_on(hit, workers[index], profiles[index], truth, rng, config.followups)
+            result = _work_on(hit, workers[index], profiles[index], truth, rng, config)
             approved += result.assignment.status == "approved"
             flagged += result.assignment.flagged
         tracker.advance()
@@ -128,14 +127,14 @@ def _work_on(
     profile: WorkerProfile,
     truth: TruthFn,
     rng: np.random.Generator,
-    followups: bool,
+    config: BatchConfig,
 ) -> SubmissionResult:
     assignment = assignment_create(hit=hit, worker=worker)
     items = hit.items.select_related("image", "caption").order_by("position")
     answers = []
     for item in items:
         given = answer(
-            truth(item.image.ext_id, item.caption.ext_id), profile, rng, followups=followups
+            truth(item.image.ext_id, item.caption.ext_id), profile, rng, followups=config.followups
         )
         answers.append(
             AnswerInput(
@@ -147,4 +146,9 @@ def _work_on(
                 elapsed_ms=given.elapsed_ms,
             )
         )
-    return assignment_submit(assignment=assignment, answers=answers, followups_required=followups)
+    return assignment_submit(
+        assignment=assignment,
+        answers=answers,
+        followups_required=config.followups,
+        golden_policy=config.golden_policy,
+    )

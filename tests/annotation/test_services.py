@@ -7,6 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from annotation.assignments import (
+    AnswerInput,
+    assignment_create,
+    assignment_review,
+    assignment_submit,
+)
 from annotation.models import (
     HIT,
     Assignment,
@@ -20,14 +26,7 @@ from annotation.models import (
     Query,
     Worker,
 )
-from annotation.services import (
-    AnswerInput,
-    ServiceError,
-    assignment_create,
-    assignment_review,
-    assignment_submit,
-    worker_simulated_get_or_create,
-)
+from annotation.services import ServiceError, worker_simulated_get_or_create
 
 pytestmark = pytest.mark.django_db
 
@@ -128,7 +127,7 @@ def test_assignment_create_refuses_a_blocked_worker(crowd):
 def test_a_rejected_worker_cannot_take_the_same_hit_again(crowd):
     assignment = assignment_create(hit=crowd.hit, worker=crowd.workers[0])
     submit(assignment, answers_for(crowd.hit, {**PASSING, "golden_tp": "no"}))
-    assignment_review(assignment=assignment, approve=False)
+    assignment_review(assignment=assignment, approve=False, feedback="golden pair wrong")
     with pytest.raises(ServiceError, match="already worked on"):
         assignment_create(hit=crowd.hit, worker=crowd.workers[0])
 
@@ -400,11 +399,11 @@ def test_rejecting_work_reopens_the_slot_for_another_worker(crowd):
 def test_only_submitted_work_can_be_reviewed(crowd, approve):
     accepted = assignment_create(hit=crowd.hit, worker=crowd.workers[0])
     with pytest.raises(ServiceError, match="only submitted work"):
-        assignment_review(assignment=accepted, approve=approve)
+        assignment_review(assignment=accepted, approve=approve, feedback="checked")
     approved = assignment_create(hit=crowd.hit, worker=crowd.workers[1])
     submit(approved, answers_for(crowd.hit))
     with pytest.raises(ServiceError, match=r"this one is approved"):
-        assignment_review(assignment=approved, approve=approve)
+        assignment_review(assignment=approved, approve=approve, feedback="checked")
     assert Assignment.objects.get(pk=approved.pk).status == "approved"
 
 

@@ -15,6 +15,12 @@ import numpy as np
 import pytest
 from django.conf import settings
 
+from annotation.assignments import (
+    AnswerInput,
+    assignment_create,
+    assignment_review,
+    assignment_submit,
+)
 from annotation.models import (
     HIT,
     Assignment,
@@ -36,13 +42,7 @@ from annotation.models import (
     Worker,
 )
 from annotation.selectors import batch_progress
-from annotation.services import (
-    AnswerInput,
-    ServiceError,
-    assignment_create,
-    assignment_review,
-    assignment_submit,
-)
+from annotation.services import ServiceError
 from mitl.annotators import build_annotator
 from mitl.config import ConfigError
 from mitl.services.build import hits_build
@@ -722,7 +722,9 @@ def test_verdicts_follow_the_eccv_majority_over_approved_assignments_only(batch)
     flagged = answer_everything(hits[0], naysayer, "no")  # fails the golden TP: flagged
     rejected = answer_everything(hits[1], yeasayer, "yes")  # fails the golden TN: flagged …
     assert (flagged.status, flagged.flagged, rejected.flagged) == ("submitted", True, True)
-    assignment_review(assignment=rejected, approve=False)  # … and rejected, reopening its slot
+    assignment_review(
+        assignment=rejected, approve=False, feedback="golden pair wrong"
+    )  # … and rejected, reopening its slot
     simulate(batch)
     release_now(batch)
 
