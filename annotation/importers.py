@@ -143,3 +143,109 @@ def _parse_id(path: Path, line: int | None, field: str, value: object) -> int:
     if parsed < 0:
         raise ImportFileError(f"{where}: {field} must not be negative, got {parsed}")
     return parsed
+
+
+# Crisscrossed Captions (CxC), google-research-datasets/Crisscrossed-Captions: the SITS
+# files (`sits_val.csv`, `sits_test.csv`) rate caption-image pairs from 0 to 5, e.g.
+#   caption,image,agg_score,sampling_method
+#   COCO_val2014:sentid:732091,COCO_val2014_000000365325.jpg,2.2,c2i_intrasim
+# The caption is a COCO caption id (Karpathy "sentid"); the image is a COCO file name
+# whose number is the COCO image id.
+CXC_SITS_COLUMNS = ("caption", "image", "agg_score", "sampling_method")
+CXC_SCORE_RANGE = (0.0, 5.0)
+_CXC_OTHER_TASKS = {
+    ("caption1", "caption2"): "STS (caption-caption)",
+    ("image1", "image2"): "SIS (image-image)",
+}
+
+
+@dataclass(frozen=True)
+class CxcRating:
+    line: int
+    caption_id: int
+    image_id: int
+    score: float
+    sampling_method: str
+
+
+def parse_cxc_sits(path: Path) -> list[CxcRating]:
+    """Read a CxC SITS CSV (`caption,image,agg_score,sampling_method`) into ratings."""
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise ImportFileError(f"{path}: cannot open ({exc.strerror})") from exc
+    ratings: list[CxcRating] = []
+    seen: dict[tuple[int, int], int] = {}
+    with handle:
+        reader = csv.reader(handle)
+        header = tuple(h.strip() for h in next(reader, None) or ())
+        if header != CXC_SITS_COLUMNS:
+            other = _CXC_OTHER_TASKS.get(header[:2])
+            hint = f"; this looks like a CxC {other} file, not SITS (caption-image)"
+            raise ImportFileError(
+                f"{path}:1: header must be {','.join(CXC_SITS_COLUMNS)}, got "
+                f"{','.join(header) or 'nothing'}{hint if other else ''}"
+            )
+        for line, fields in enumerate(reader, start=2):
+            if not fields:
+                continue
+            if len(fields) != len(CXC_SITS_COLUMNS):
+                raise ImportFileError(
+                    f"{path}:{line}: expected {len(CXC_SITS_COLUMNS)} comma-separated fields, "
+                    f"got {len(fields)}"
+                )
+            caption_id = _cxc_caption_id(path, line, fields[0])
+            image_id = _cxc_image_id(path, line, fields[1])
+            score = _cxc_score(path, line, fields[2])
+            method = fields[3].strip()
+            if not method:
+                raise ImportFileError(f"{path}:{line}: field sampling_method is empty")
+            pair = (image_id, caption_id)
+            if pair in seen:
+                raise ImportFileError(
+                    f"{path}:{line}: caption {caption_id} and image {image_id} repeat line "
+                    f"{seen[pair]}"
+                )
+            seen[pair] = line
+            ratings.append(CxcRating(line, caption_id, image_id, score, method))
+    if not ratings:
+        raise ImportFileError(f"{path}: no rating rows")
+    return ratings
+
+
+def _cxc_caption_id(path: Path, line: int, value: str) -> int:
+    # e.g. COCO_val2014:sentid:732091
+    prefix, _, number = value.strip().rpartition(":sentid:")
+    if not prefix or not number:
+        raise ImportFileError(
+            f"{path}:{line}: field caption must look like COCO_val2014:sentid:<caption id>, "
+            f"got {value!r}"
+        )
+    return _parse_id(path, line, "caption (sentid)", number)
+
+
+def _cxc_image_id(path: Path, line: int, value: str) -> int:
+    # e.g. COCO_val2014_000000365325.jpg → 365325
+    stem = value.strip().rsplit(".", 1)[0]
+    number = stem.rsplit("_", 1)[-1]
+    if "." not in value or not number.isdigit():
+        raise ImportFileError(
+            f"{path}:{line}: field image must be a COCO file name like "
+            f"COCO_val2014_000000365325.jpg, got {value!r}"
+        )
+    return int(number)
+
+
+def _cxc_score(path: Path, line: int, value: str) -> float:
+    low, high = CXC_SCORE_RANGE
+    try:
+        score = float(value.strip())
+    except ValueError:
+        raise ImportFileError(
+            f"{path}:{line}: field agg_score must be a number, got {value!r}"
+        ) from None
+    if not low <= score <= high:  # also refuses nan
+        raise ImportFileError(
+            f"{path}:{line}: field agg_score must be between {low:g} and {high:g}, got {score:g}"
+        )
+    return score

@@ -208,3 +208,78 @@ def worker_simulated_get_or_create(*, name: str, profile: dict) -> Worker:
         source=WorkerSource.SIMULATED, external_id=name, defaults={"profile": profile}
     )
     return worker
+
+
+CXC_MIN_SCORE = 3.0  # CxC's own threshold for a positive caption-image pair (0-5 scale)
+
+
+def positives_import_cxc(
+    *,
+    dataset: Dataset,
+    label: str,
+    path: Path,
+    min_score: float = CXC_MIN_SCORE,
+    ignore_unknown: bool = False,
+) -> tuple[PositiveSet, int]:
+    """Import the pairs of a CxC SITS CSV rated `min_score` or more as an `imported` set.
+
+    The set's queries are the images and captions the file rates, at any score. Rows
+    naming ids the dataset does not hold are refused (the first is named by its line), or
+    with `ignore_unknown` dropped. Returns the set and the number of positive pairs dropped.
+    """
+    # Imported here: this function was appended after the module's shared import block.
+    from .importers import CXC_SCORE_RANGE, parse_cxc_sits
+
+    low, high = CXC_SCORE_RANGE
+    if not low <= min_score <= high:
+        raise ServiceError(
+            f"the minimum score must be between {low:g} and {high:g}, got {min_score}"
+        )
+    if PositiveSet.objects.filter(dataset=dataset, name=label).exists():
+        raise ServiceError(f"dataset {dataset.name!r} already has a positive set named {label!r}")
+    ratings = parse_cxc_sits(path)
+    image_pk = dict(Image.objects.filter(dataset=dataset).values_list("ext_id", "pk"))
+    caption_pk = dict(Caption.objects.filter(dataset=dataset).values_list("ext_id", "pk"))
+    unknown = [r for r in ratings if r.image_id not in image_pk or r.caption_id not in caption_pk]
+    if unknown and not ignore_unknown:
+        first = unknown[0]
+        field, kind, ext_id = (
+            ("caption", "caption", first.caption_id)
+            if first.caption_id not in caption_pk
+            else ("image", "image", first.image_id)
+        )
+        raise ImportFileError(
+            f"{path}:{first.line}: field {field}: {kind} id {ext_id} is not in dataset "
+            f"{dataset.name!r} ({len(unknown)} of {len(ratings)} rows name unknown ids; "
+            "--ignore-unknown drops them)"
+        )
+    positives = sorted(
+        {
+            (r.image_id, r.caption_id)
+            for r in ratings
+            if r.score >= min_score and r.image_id in image_pk and r.caption_id in caption_pk
+        }
+    )
+    dropped = sum(1 for r in unknown if r.score >= min_score)
+    queries = {
+        "i2t": sorted({r.image_id for r in ratings} & image_pk.keys()),
+        "t2i": sorted({r.caption_id for r in ratings} & caption_pk.keys()),
+    }
+    with transaction.atomic():
+        positive_set = PositiveSet.objects.create(
+            dataset=dataset,
+            name=label,
+            source=PositiveSource.IMPORTED,
+            queries=queries,
+            description=f"CxC SITS pairs rated {min_score:g} or more in {path.name}.",
+        )
+        PositivePair.objects.bulk_create(
+            [
+                PositivePair(
+                    positive_set=positive_set, image_id=image_pk[i], caption_id=caption_pk[c]
+                )
+                for i, c in positives
+            ],
+            batch_size=5000,
+        )
+    return positive_set, dropped

@@ -130,6 +130,10 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "frontend:work"
+LOGOUT_REDIRECT_URL = "login"
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",

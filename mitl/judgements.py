@@ -59,6 +59,26 @@ WRONG_CONCEPTS: tuple[str, ...] = (
     "other",
 )
 
+# What the annotator reads, in the order of the ECCV Caption interface.
+SHORTCOMING_LABELS: dict[str, str] = {
+    "not_in_image": "It describes concepts that do not appear in the image",
+    "misses_main_concept": "It does not describe the main concepts of the image",
+    "wrong_description": "It describes the main concepts in a wrong way",
+    "grammar": "It is grammatically incorrect or confusing",
+}
+WRONG_CONCEPT_LABELS: dict[str, str] = {
+    "quantity": "Quantity",
+    "color": "Colour, texture or material",
+    "species": "Species or object class",
+    "gender": "Gender",
+    "age": "Age",
+    "action": "Action",
+    "emotion": "Emotion",
+    "location": "Location",
+    "orientation": "Orientation",
+    "other": "Others",
+}
+
 OTHER_TEXT_MAX = 500  # characters of the "other" concept's text box
 
 SHORTCOMINGS_MASK_MAX = (1 << len(SHORTCOMINGS)) - 1

@@ -113,3 +113,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"REQUIRE_SERVICES=1 but the services are missing: {reason}")
     for item in marked:
         item.add_marker(pytest.mark.skip(reason=f"services missing: {reason}"))
+
+
+@pytest.fixture
+def annotating_batch(batch):
+    """The small batch run through retrieval, pooling and HIT building, ready for people."""
+    from mitl.services.pipeline import batch_run_until
+
+    assert batch_run_until(batch_id=batch.pk, until="annotating") == "annotating"
+    batch.refresh_from_db()
+    return batch

@@ -6,14 +6,21 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.importers import ImportFileError
 from annotation.models import Dataset
-from annotation.services import ServiceError, positives_import_eccv
+from annotation.services import (
+    CXC_MIN_SCORE,
+    ServiceError,
+    positives_import_cxc,
+    positives_import_eccv,
+)
 
 
 class Command(BaseCommand):
     help = (
-        "Import a set of positive pairs in the ECCV Caption format "
-        '(image_to_caption.json = {"<image id>": [caption ids]} and '
-        'caption_to_image.json = {"<caption id>": [image ids]}); the set is the union of both.'
+        "Import a set of positive pairs, either in the ECCV Caption format (--i2t "
+        'image_to_caption.json = {"<image id>": [caption ids]} and --t2i '
+        'caption_to_image.json = {"<caption id>": [image ids]}; the set is the union of both) '
+        "or from a Crisscrossed Captions SITS file (--cxc sits_test.csv, header "
+        "caption,image,agg_score,sampling_method; pairs rated --min-score or more)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -21,8 +28,17 @@ class Command(BaseCommand):
         parser.add_argument(
             "--source", required=True, help="name of the new positive set, e.g. cxc"
         )
-        parser.add_argument("--i2t", required=True, type=Path, help="image_to_caption.json")
-        parser.add_argument("--t2i", required=True, type=Path, help="caption_to_image.json")
+        parser.add_argument("--i2t", type=Path, help="ECCV format: image_to_caption.json")
+        parser.add_argument("--t2i", type=Path, help="ECCV format: caption_to_image.json")
+        parser.add_argument("--cxc", type=Path, help="CxC SITS CSV, e.g. sits_test.csv")
+        parser.add_argument(
+            "--min-score",
+            type=float,
+            help=(
+                f"with --cxc: the lowest rating (0-5) that counts as a positive "
+                f"(default {CXC_MIN_SCORE:g})"
+            ),
+        )
         parser.add_argument(
             "--ignore-unknown",
             action="store_true",
@@ -30,17 +46,38 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: object) -> None:
+        eccv = options["i2t"] is not None or options["t2i"] is not None
+        cxc = options["cxc"] is not None
+        if eccv == cxc:
+            raise CommandError(
+                "give either --i2t and --t2i (ECCV Caption format) or --cxc (CxC SITS CSV)"
+            )
+        if eccv and (options["i2t"] is None or options["t2i"] is None):
+            raise CommandError("the ECCV Caption format needs both --i2t and --t2i")
+        if eccv and options["min_score"] is not None:
+            raise CommandError("--min-score applies to --cxc only")
         dataset = Dataset.objects.filter(name=options["name"]).first()
         if dataset is None:
             raise CommandError(f"no dataset named {options['name']!r}")
         try:
-            positive_set, dropped = positives_import_eccv(
-                dataset=dataset,
-                label=options["source"],
-                i2t_path=options["i2t"],
-                t2i_path=options["t2i"],
-                ignore_unknown=options["ignore_unknown"],
-            )
+            if cxc:
+                positive_set, dropped = positives_import_cxc(
+                    dataset=dataset,
+                    label=options["source"],
+                    path=options["cxc"],
+                    min_score=(
+                        CXC_MIN_SCORE if options["min_score"] is None else options["min_score"]
+                    ),
+                    ignore_unknown=options["ignore_unknown"],
+                )
+            else:
+                positive_set, dropped = positives_import_eccv(
+                    dataset=dataset,
+                    label=options["source"],
+                    i2t_path=options["i2t"],
+                    t2i_path=options["t2i"],
+                    ignore_unknown=options["ignore_unknown"],
+                )
         except (ImportFileError, ServiceError) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(

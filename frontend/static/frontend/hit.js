@@ -1,0 +1,260 @@
+// The HIT page: one pair at a time, keyboard first, time per pair, an idempotent submit.
+// No build step and no external code: it must run offline and inside MTurk's iframe.
+
+const root = document.getElementById("hit");
+const pairs = [...root.querySelectorAll(".pair")];
+const middleLevels = new Set(JSON.parse(root.dataset.middleLevels));
+const followupsOn = root.dataset.followups === "1";
+const csrfToken = root.querySelector("input[name=csrfmiddlewaretoken]").value;
+const submitButton = document.getElementById("submit");
+const statusLine = document.getElementById("status");
+const LEVEL_KEYS = { 1: "yes", 2: "weak_yes", 3: "weak_no", 4: "no" };
+const ADVANCE_DELAY_MS = 150; // long enough to see the choice, short enough not to wait
+
+const elapsedMs = pairs.map(() => 0);
+let current = 0;
+let shownAt = performance.now();
+let submitting = false;
+let submitted = false;
+
+// --- reading a pair ---------------------------------------------------------------------
+
+function checkedValues(pair, prefix) {
+  return [...pair.querySelectorAll(`input[name^="${prefix}-"]:checked`)].map((i) => i.value);
+}
+
+function answerOf(pair) {
+  const level = pair.querySelector('input[type=radio]:checked')?.value ?? null;
+  const asksWhy = followupsOn && middleLevels.has(level);
+  const shortcomings = asksWhy ? checkedValues(pair, "shortcomings") : [];
+  const concepts = shortcomings.includes("wrong_description") ? checkedValues(pair, "concepts") : [];
+  const otherInput = pair.querySelector('input[name^="other-"]');
+  const otherText = concepts.includes("other") && otherInput ? otherInput.value.trim() : "";
+  return { level, shortcomings, concepts, otherText };
+}
+
+/** Return what is still missing on a pair, or "" when it is complete. */
+function problemOf(pair) {
+  const answer = answerOf(pair);
+  if (!answer.level) return "Choose one of the four answers (keys 1 to 4).";
+  if (!followupsOn || !middleLevels.has(answer.level)) return "";
+  if (answer.shortcomings.length === 0) return "Choose at least one reason.";
+  if (answer.shortcomings.includes("wrong_description") && answer.concepts.length === 0)
+    return "Choose which concept is described in a wrong way.";
+  if (answer.concepts.includes("other") && !answer.otherText) return "Describe the other concept.";
+  return "";
+}
+
+// --- showing ----------------------------------------------------------------------------
+
+function stopClock() {
+  const now = performance.now();
+  elapsedMs[current] += now - shownAt;
+  shownAt = now;
+}
+
+function refreshFollowups(pair) {
+  if (!followupsOn) return;
+  const answer = answerOf(pair);
+  const followups = pair.querySelector(".followups");
+  followups.hidden = !middleLevels.has(answer.level);
+  pair.querySelector(".concepts").hidden = !answer.shortcomings.includes("wrong_description");
+  pair.querySelector(".other-text").hidden = !answer.concepts.includes("other");
+}
+
+function refreshProgress() {
+  const done = pairs.filter((pair) => !problemOf(pair)).length;
+  document.getElementById("progress-text").textContent = `${current + 1} / ${pairs.length}`;
+  document.getElementById("answered-text").textContent = `${done} answered`;
+  document.getElementById("progress").value = done;
+  submitButton.disabled = submitted || submitting || done !== pairs.length;
+  document.getElementById("prev").disabled = current === 0;
+  document.getElementById("next").disabled = current === pairs.length - 1;
+}
+
+function show(index) {
+  if (index < 0 || index >= pairs.length || index === current) return;
+  stopClock();
+  pairs[current].hidden = true;
+  current = index;
+  pairs[current].hidden = false;
+  pairs[current].focus();
+  refreshProgress();
+}
+
+function complain(pair, message) {
+  pair.querySelector(".pair-error").textContent = message;
+}
+
+// --- answering --------------------------------------------------------------------------
+
+function choose(pair, level) {
+  const radio = pair.querySelector(`input[type=radio][value="${level}"]`);
+  radio.checked = true;
+  afterChange(pair);
+  if (followupsOn && middleLevels.has(level)) {
+    pair.querySelector(".followups input").focus();
+  } else {
+    setTimeout(advance, ADVANCE_DELAY_MS);
+  }
+}
+
+function afterChange(pair) {
+  refreshFollowups(pair);
+  complain(pair, "");
+  refreshProgress();
+}
+
+/** Go to the next pair, or to the submit button after the last one; refuse while incomplete. */
+function advance() {
+  const pair = pairs[current];
+  const problem = problemOf(pair);
+  if (problem) {
+    complain(pair, problem);
+    return;
+  }
+  if (current < pairs.length - 1) {
+    show(current + 1);
+    return;
+  }
+  const firstOpen = pairs.findIndex((p) => problemOf(p));
+  if (firstOpen >= 0) {
+    show(firstOpen);
+    complain(pairs[firstOpen], problemOf(pairs[firstOpen]));
+  } else {
+    submitButton.focus();
+  }
+}
+
+// --- submitting -------------------------------------------------------------------------
+
+function payload() {
+  return {
+    answers: pairs.map((pair, index) => {
+      const answer = answerOf(pair);
+      return {
+        item: Number(pair.dataset.item),
+        level: answer.level,
+        shortcomings: answer.shortcomings,
+        wrong_concepts: answer.concepts,
+        other_text: answer.otherText,
+        elapsed_ms: Math.round(elapsedMs[index]),
+      };
+    }),
+  };
+}
+
+async function postWithRetry(body, tries = 3) {
+  // The server stores a HIT once and answers a repeat with the stored result, so a retry
+  // after a lost response is safe.
+  let lastError;
+  for (let attempt = 0; attempt < tries; attempt += 1) {
+    try {
+      const response = await fetch(root.dataset.submitUrl, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken },
+        body: JSON.stringify(body),
+      });
+      if (response.status < 500) return response;
+      lastError = new Error(`server error ${response.status}`);
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** attempt));
+  }
+  throw lastError;
+}
+
+async function submit() {
+  if (submitting || submitted) return;
+  const firstOpen = pairs.findIndex((p) => problemOf(p));
+  if (firstOpen >= 0) {
+    show(firstOpen);
+    complain(pairs[firstOpen], problemOf(pairs[firstOpen]));
+    return;
+  }
+  stopClock();
+  submitting = true;
+  refreshProgress();
+  statusLine.textContent = "Submitting…";
+  try {
+    const response = await postWithRetry(payload());
+    const body = await response.json();
+    if (!response.ok) {
+      statusLine.textContent = `Not submitted: ${body.detail ?? response.statusText}`;
+      return;
+    }
+    submitted = true;
+    statusLine.textContent = `Thank you: HIT submitted (${body.status}).`;
+    root.dispatchEvent(new CustomEvent("hit:submitted", { detail: body, bubbles: true }));
+    offerNextHit();
+  } catch (error) {
+    statusLine.textContent = `Could not reach the server (${error.message}). Press Submit to try again.`;
+  } finally {
+    submitting = false;
+    refreshProgress();
+  }
+}
+
+function offerNextHit() {
+  const nextUrl = root.dataset.nextUrl;
+  if (!nextUrl) return;
+  const form = document.createElement("form");
+  form.method = "post";
+  form.action = nextUrl;
+  form.innerHTML = `<input type="hidden" name="csrfmiddlewaretoken" value="${csrfToken}">
+    <button type="submit" id="next-hit">Start next HIT</button>`;
+  statusLine.after(form);
+  form.querySelector("button").focus();
+}
+
+// --- wiring -----------------------------------------------------------------------------
+
+function typingInText(target) {
+  return target instanceof HTMLInputElement && target.type === "text";
+}
+
+document.addEventListener(
+  "keydown",
+  (event) => {
+    if (submitted || event.altKey || event.ctrlKey || event.metaKey) return;
+    const pair = pairs[current];
+    if (typingInText(event.target)) {
+      if (event.key === "Enter") {
+        event.preventDefault();
+        advance();
+      }
+      return;
+    }
+    if (event.key in LEVEL_KEYS) {
+      event.preventDefault();
+      choose(pair, LEVEL_KEYS[event.key]);
+    } else if (event.key === "ArrowRight") {
+      event.preventDefault(); // not the radio group's own arrow handling
+      show(current + 1);
+    } else if (event.key === "ArrowLeft") {
+      event.preventDefault();
+      show(current - 1);
+    } else if (event.key === "Enter" && !(event.target instanceof HTMLButtonElement)) {
+      event.preventDefault();
+      advance();
+    }
+  },
+  true,
+);
+
+for (const pair of pairs) {
+  pair.addEventListener("change", () => afterChange(pair));
+  pair.addEventListener("input", () => afterChange(pair));
+}
+document.getElementById("prev").addEventListener("click", () => show(current - 1));
+document.getElementById("next").addEventListener("click", () => show(current + 1));
+submitButton.addEventListener("click", submit);
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden) stopClock();
+  else shownAt = performance.now(); // time away from the page does not count
+});
+
+pairs[0].focus();
+refreshProgress();

@@ -1,0 +1,92 @@
+"""The annotator's side: the work page, "start next HIT", the HIT page and its images."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from annotation.assignments import hit_assign_next, worker_for_user
+from annotation.models import Assignment, AssignmentStatus, HITItem
+from annotation.selectors import assignment_page
+from annotation.services import ServiceError
+from mitl.judgements import LEVEL_LABELS, SHORTCOMING_LABELS, WRONG_CONCEPT_LABELS, Level
+
+
+@login_required
+def work_home(request: HttpRequest) -> HttpResponse:
+    """Show the worker's open HIT (or a button to take one) and its recent results."""
+    worker = worker_for_user(user=request.user)
+    recent = (
+        Assignment.objects.filter(worker=worker)
+        .exclude(status=AssignmentStatus.ACCEPTED)
+        .select_related("hit__batch")
+        .order_by("-accepted_at")[:20]
+    )
+    context = {
+        "worker": worker,
+        "open": Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED).first(),
+        "recent": recent,
+    }
+    return render(request, "frontend/work.html", context)
+
+
+@login_required
+@require_POST
+def work_next(request: HttpRequest) -> HttpResponse:
+    """Hand the worker a HIT and open it; say so plainly when there is no work."""
+    worker = worker_for_user(user=request.user)
+    try:
+        assignment = hit_assign_next(worker=worker)
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+        return redirect("frontend:work")
+    if assignment is None:
+        messages.info(request, "There is no HIT to do right now. Please come back later.")
+        return redirect("frontend:work")
+    return redirect("frontend:hit", assignment_id=assignment.pk)
+
+
+@login_required
+def hit_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    """Show one of the worker's own HITs; anybody else's is a 404, not a 403 (no probing)."""
+    worker = worker_for_user(user=request.user)
+    assignment = get_object_or_404(
+        Assignment.objects.select_related("hit__batch"), pk=assignment_id, worker=worker
+    )
+    if assignment.status != AssignmentStatus.ACCEPTED:
+        messages.info(request, f"HIT {assignment.hit_id} is {assignment.status}.")
+        return redirect("frontend:work")
+    page = assignment_page(assignment=assignment)
+    context = {
+        "assignment": assignment,
+        "items": page["items"],
+        "followups": page["followups"],
+        "levels": [
+            (level.value, LEVEL_LABELS[level], index + 1) for index, level in enumerate(Level)
+        ],
+        "middle_levels": json.dumps([Level.WEAK_YES.value, Level.WEAK_NO.value]),
+        "shortcomings": list(SHORTCOMING_LABELS.items()),
+        "wrong_concepts": list(WRONG_CONCEPT_LABELS.items()),
+    }
+    return render(request, "frontend/hit.html", context)
+
+
+@login_required
+def item_image(request: HttpRequest, assignment_id: int, item_id: int) -> FileResponse:
+    """Serve a HIT item's image to the worker who holds the HIT, or to staff."""
+    assignment = get_object_or_404(Assignment, pk=assignment_id)
+    if not request.user.is_staff and assignment.worker.user_id != request.user.pk:
+        raise Http404("no such image")
+    item = get_object_or_404(
+        HITItem.objects.select_related("image"), pk=item_id, hit_id=assignment.hit_id
+    )
+    if not item.image.file:
+        raise Http404("this dataset has no image files")
+    response = FileResponse(item.image.file.open("rb"))
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
