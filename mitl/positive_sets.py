@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -21,6 +21,12 @@ def set_agreement(
     """Micro-average over all (query, target) pairs of the queries in `truth`."""
     predicted_pairs = {(q, t) for q, targets in predicted.items() if q in truth for t in targets}
     true_pairs = {(q, t) for q, targets in truth.items() for t in targets}
+    return pairs_agreement(predicted_pairs, true_pairs)
+
+
+def pairs_agreement(predicted: Collection[Hashable], truth: Collection[Hashable]) -> SetAgreement:
+    """Precision and recall of one set of pairs against another (repeats count once)."""
+    predicted_pairs, true_pairs = set(predicted), set(truth)
     both = len(predicted_pairs & true_pairs)
     return SetAgreement(
         precision=both / len(predicted_pairs) if predicted_pairs else 0.0,

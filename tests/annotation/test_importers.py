@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
-from annotation.importers import ImportFileError, parse_captions_tsv
+from annotation.importers import ImportFileError, parse_captions_tsv, parse_cxc_sits
 from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
 from annotation.services import ServiceError, dataset_import_tsv, positives_import_eccv
 
@@ -434,9 +434,129 @@ def test_coco5k_imports_text_only_from_the_command_line_with_its_reference_sets(
     assert not PositiveSet.objects.filter(name="eccv").exists()
 
     # With --ignore-unknown the two captions' pairs are dropped and reported; the ECCV
-    # queries (1,261 images, 1,333 captions less the one unknown) are kept with the set.
+    # queries (1,261 images, and the package's 1,332 captions: the two unknown ids are
+    # positives of image queries, not queries) are kept with the set.
     report = import_reference("eccv", "eccv", "--ignore-unknown").splitlines()
     eccv = PositiveSet.objects.get(dataset=dataset, name="eccv")
     assert (len(eccv.queries["i2t"]), len(eccv.queries["t2i"])) == (1261, 1332)
     assert report[0].endswith("1261 image and 1332 caption queries")
     assert report[1].startswith("dropped ") and report[1].endswith("unknown to 'coco5k'")
+
+
+# --- Crisscrossed Captions SITS ratings (CSV) ---------------------------------------------
+
+SITS_HEADER = "caption,image,agg_score,sampling_method"
+SITS_ROWS = [  # the layout of CxC's sits_test.csv
+    "COCO_val2014:sentid:11,COCO_val2014_000000000001.jpg,4.8,c2i_original",
+    "COCO_val2014:sentid:21,COCO_val2014_000000000001.jpg,3.0,c2i_intrasim",
+    "COCO_val2014:sentid:31,COCO_val2014_000000000002.jpg,2.99,c2i_intrasim",
+]
+
+
+def write_sits(path: Path, rows: list[str], header: str = SITS_HEADER) -> Path:
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_sits_file_is_read_into_caption_image_ratings(tmp_path):
+    ratings = parse_cxc_sits(write_sits(tmp_path / "sits_test.csv", SITS_ROWS))
+
+    assert [(r.line, r.caption_id, r.image_id, r.score, r.sampling_method) for r in ratings] == [
+        (2, 11, 1, 4.8, "c2i_original"),
+        (3, 21, 1, 3.0, "c2i_intrasim"),
+        (4, 31, 2, 2.99, "c2i_intrasim"),
+    ]
+
+
+def test_sits_file_name_keeps_its_coco_id_with_leading_zeros_and_other_prefixes(tmp_path):
+    rows = ["COCO_train2014:sentid:7,COCO_train2014_000000391895.jpg,5,c2i_intrasim"]
+    (rating,) = parse_cxc_sits(write_sits(tmp_path / "s.csv", rows))
+    assert (rating.caption_id, rating.image_id, rating.score) == (7, 391895, 5.0)
+
+
+BAD_SITS = {
+    "missing field": (
+        [*SITS_ROWS, "COCO_val2014:sentid:12,COCO_val2014_000000000001.jpg,4"],
+        5,
+        "fields",
+    ),
+    "caption without sentid": (
+        [*SITS_ROWS, "12,COCO_val2014_000000000001.jpg,4,c2i_intrasim"],
+        5,
+        "caption",
+    ),
+    "non-integer sentid": (
+        [*SITS_ROWS, "COCO_val2014:sentid:x1,COCO_val2014_000000000001.jpg,4,c2i_intrasim"],
+        5,
+        "caption",
+    ),
+    "image that is not a COCO file name": (
+        [*SITS_ROWS, "COCO_val2014:sentid:12,image-one,4,c2i_intrasim"],
+        5,
+        "image",
+    ),
+    "score that is not a number": (
+        [*SITS_ROWS, "COCO_val2014:sentid:12,COCO_val2014_000000000001.jpg,high,c2i_intrasim"],
+        5,
+        "agg_score",
+    ),
+    "score above 5": (
+        [*SITS_ROWS, "COCO_val2014:sentid:12,COCO_val2014_000000000001.jpg,5.5,c2i_intrasim"],
+        5,
+        "agg_score",
+    ),
+    "score that is nan": (
+        [*SITS_ROWS, "COCO_val2014:sentid:12,COCO_val2014_000000000001.jpg,nan,c2i_intrasim"],
+        5,
+        "agg_score",
+    ),
+    "empty sampling method": (
+        [*SITS_ROWS, "COCO_val2014:sentid:12,COCO_val2014_000000000001.jpg,4, "],
+        5,
+        "sampling_method",
+    ),
+    "repeated pair": (
+        [*SITS_ROWS, "COCO_val2014:sentid:21,COCO_val2014_000000000001.jpg,1.0,c2i_intrasim"],
+        5,
+        "repeat line 3",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SITS))
+def test_bad_sits_file_is_refused_naming_file_line_and_field(tmp_path, case):
+    rows, line, field = BAD_SITS[case]
+    path = write_sits(tmp_path / "sits.csv", rows)
+
+    with pytest.raises(ImportFileError) as info:
+        parse_cxc_sits(path)
+
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line}:")
+    assert field in message
+
+
+def test_sits_file_with_another_header_is_refused(tmp_path):
+    path = write_sits(tmp_path / "sits.csv", SITS_ROWS, header="caption,image,score")
+    with pytest.raises(ImportFileError, match=rf"{path}:1: header must be {SITS_HEADER}"):
+        parse_cxc_sits(path)
+
+
+@pytest.mark.parametrize(
+    ("header", "task"),
+    [
+        ("caption1,caption2,agg_score,sampling_method", "STS"),
+        ("image1,image2,agg_score,sampling_method", "SIS"),
+    ],
+)
+def test_other_cxc_tasks_are_refused_with_a_hint(tmp_path, header, task):
+    path = write_sits(tmp_path / "sts_test.csv", [], header=header)
+    with pytest.raises(ImportFileError, match=rf"{path}:1: header .*CxC {task} .*not SITS"):
+        parse_cxc_sits(path)
+
+
+def test_sits_file_without_rows_or_missing_is_refused(tmp_path):
+    with pytest.raises(ImportFileError, match="no rating rows"):
+        parse_cxc_sits(write_sits(tmp_path / "empty.csv", []))
+    with pytest.raises(ImportFileError, match="cannot open"):
+        parse_cxc_sits(tmp_path / "nope.csv")
