@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
 from annotation.assignments import assignment_review
 from annotation.models import Assignment, AssignmentStatus, Batch, BatchState, Dataset, Release
@@ -32,6 +33,12 @@ TEXT_ANNOTATORS: dict[str, tuple[str, dict[str, Any]]] = {
     "labels": ("object_labels", {"zeta": 1}),
 }
 
+# A second, small batch stays open for people: log in and judge its HITs in the browser.
+LIVE_BATCH = {"n_image_queries": 8, "n_caption_queries": 8, "k": 3, "assignments_per_hit": 2}
+# Local accounts for the demo only (the embedded default is a single-user SQLite file).
+DEMO_PASSWORD = "mitl-demo"
+DEMO_ACCOUNTS = {"admin": True, "annotator1": False, "annotator2": False}  # name → is staff
+
 # Flagged work is rejected and re-posted for other workers, as an admin would; a few rounds
 # fill nearly every HIT (the ECCV Caption run rejected 37% of submitted HITs).
 REVIEW_ROUNDS = 3
@@ -46,6 +53,8 @@ class DemoSummary:
     positives: dict[str, dict[str, float]] = field(default_factory=dict)
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    live_batch_id: int | None = None  # left in annotating for people to judge
+    accounts: dict[str, str] = field(default_factory=dict)  # username → role
 
 
 def demo_run(
@@ -91,8 +100,30 @@ def demo_run(
     timings["aggregate+release"] = time.monotonic() - mark
     release = Release.objects.filter(batches=batch).latest("version")
     summary = _summarise(batch, release, dataset)
+    mark = time.monotonic()
+    live = batch_create(
+        dataset=dataset,
+        name=f"demo seed {seed}: for people",
+        raw_config={**LIVE_BATCH, "annotators": list(annotators), "seed": seed},
+    )
+    batch_run_until(batch_id=live.pk, until=BatchState.ANNOTATING, listener=listener)
+    timings["batch for people"] = time.monotonic() - mark
+    summary.live_batch_id = live.pk
+    summary.accounts = _demo_accounts()
     summary.stage_seconds = {name: round(s, 2) for name, s in timings.items()}
     return summary
+
+
+def _demo_accounts() -> dict[str, str]:
+    """Create the demo's admin and annotator accounts the first time; return name → role."""
+    users = get_user_model().objects
+    for username, is_staff in DEMO_ACCOUNTS.items():
+        if not users.filter(username=username).exists():
+            if is_staff:
+                users.create_superuser(username, password=DEMO_PASSWORD)
+            else:
+                users.create_user(username, password=DEMO_PASSWORD)
+    return {name: "admin" if staff else "annotator" for name, staff in DEMO_ACCOUNTS.items()}
 
 
 def _relay(listener: ProgressListener | None, stage: str) -> Callable[[int, int], None]:

@@ -9,6 +9,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import authenticate
 from django.core.management import CommandError, call_command
 
 from annotation.models import Assignment, Batch, Dataset, MachineAnnotator, Release
@@ -256,3 +257,12 @@ def test_demo_runs_the_whole_pipeline_and_prints_precision_and_recall(settings, 
     assert Release.objects.get(batches__pk=batch_id).path == str(folder)
     assert (tmp_path / "var" / "synthetic" / "synthetic-60-s0" / "captions.tsv").exists()
     assert any(line.startswith("Stage times: ") for line in lines)
+
+    # A second batch waits for people, who can log in with the printed accounts.
+    live_id = int(re.search(r"^Batch (\d+) waits for people", out, flags=re.M)[1])
+    assert Batch.objects.get(pk=live_id).state == "annotating"
+    assert Batch.objects.get(pk=live_id).hits.exists()
+    printed = dict(re.findall(r"^  (\w+)\s+password '([^']+)'", out, flags=re.M))
+    assert set(printed) == {"admin", "annotator1", "annotator2"}
+    assert authenticate(username="annotator1", password=printed["annotator1"]) is not None
+    assert authenticate(username="admin", password=printed["admin"]).is_staff

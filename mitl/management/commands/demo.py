@@ -5,7 +5,7 @@ import time
 from django.core.management.base import BaseCommand, CommandParser
 
 from mitl.management.progress_bars import StageBars
-from mitl.services.demo import demo_run
+from mitl.services.demo import DEMO_PASSWORD, demo_run
 
 
 class Command(BaseCommand):
@@ -68,4 +68,14 @@ class Command(BaseCommand):
         out.write(f"Stage times: {timings}")
         out.write(f"Release written to {summary.release_path}")
         out.write(f"Total wall time {time.monotonic() - started:.1f} s")
-        out.write("Browse it: `make serve`, then open http://localhost:8000/")
+        out.write("")
+        out.write(
+            f"Batch {summary.live_batch_id} waits for people. Run `make serve`, open "
+            "http://127.0.0.1:8000/accounts/login/ and log in as"
+        )
+        for username, role in summary.accounts.items():
+            out.write(f"  {username:<12} password {DEMO_PASSWORD!r}  ({role})")
+        out.write(
+            "Annotators press 'Start next HIT'; the admin reviews flagged work at /review/ "
+            "(these local accounts exist for the demo only)."
+        )

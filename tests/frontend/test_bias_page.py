@@ -1,0 +1,70 @@
+"""The bias report page of a batch: staff only, the same fragment the command writes."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from annotation.models import Batch
+from mitl.services.pipeline import batch_config, batch_run_until
+from mitl.services.progress import StageTracker
+from mitl.services.simulate import crowd_simulate
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def released(batch) -> Batch:
+    batch_run_until(batch_id=batch.pk, until="annotating")
+    batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
+    crowd_simulate(
+        batch=batch,
+        config=batch_config(batch),
+        tracker=StageTracker(batch=batch, stage="annotating"),
+    )
+    assert batch_run_until(batch_id=batch.pk, until="released", force=True) == "released"
+    return batch
+
+
+def as_user(client, *, staff: bool):
+    client.force_login(get_user_model().objects.create_user("someone", is_staff=staff))
+    return client
+
+
+def test_anonymous_visitors_are_sent_to_log_in(client, batch):
+    url = reverse("frontend:batch-bias", args=[batch.pk])
+    response = client.get(url)
+    assert response.status_code == 302
+    assert f"next={url}" in response["Location"]
+
+
+def test_people_who_are_not_staff_are_refused(client, batch):
+    response = as_user(client, staff=False).get(reverse("frontend:batch-bias", args=[batch.pk]))
+    assert response.status_code == 403
+
+
+def test_staff_see_the_report_with_its_charts_inside_the_site_layout(client, released):
+    response = as_user(client, staff=True).get(f"/batches/{released.pk}/bias/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<section class="bias-report">' in html
+    assert html.count("<svg") == 3
+    assert "Model bias" in html and "Answers per annotator" in html
+    assert "<td>tfidf</td>" in html
+    assert 'class="site"' in html  # the shared header of frontend/base.html
+    assert ".bias-report table" in html  # the report's styles, once, in the head
+    assert "<!doctype html>" in html and html.count("<!doctype html>") == 1
+
+
+def test_a_batch_without_verdicts_says_so(client, batch):
+    response = as_user(client, staff=True).get(f"/batches/{batch.pk}/bias/")
+    assert response.status_code == 200
+    assert "has no verdicts yet" in response.content.decode()
+    assert "<svg" not in response.content.decode()
+
+
+def test_an_unknown_batch_is_not_found(client, db):
+    response = as_user(client, staff=True).get("/batches/999/bias/")
+    assert response.status_code == 404
