@@ -1,7 +1,7 @@
 # Production-like image for the web server and the Celery workers.
 FROM python:3.11-slim
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 STATIC_ROOT=/app/static
 WORKDIR /app
 
 COPY pyproject.toml README.md ./
@@ -12,6 +12,8 @@ COPY api ./api
 COPY frontend ./frontend
 COPY manage.py ./
 RUN pip install --no-cache-dir .
+# Static files are collected into the image; WhiteNoise serves them under gunicorn.
+RUN DEBUG=1 python manage.py collectstatic --noinput -v0
 
 RUN useradd --create-home mitl && mkdir -p /app/var && chown mitl /app/var
 USER mitl

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo test serve worker bench lint clean
+.PHONY: install migrate demo test serve worker bench lint clean chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,13 @@ migrate: install
 demo: migrate
 	HF_HUB_OFFLINE=1 $(PY) manage.py demo
 
-test: install
+# Browser tests need Debian's Chromium; install it when missing (root) or they skip.
+chromium:
+	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "chromium missing: browser tests will skip (apt-get install -y chromium)"
+
+test: install chromium
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
 
 serve: migrate
