@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-AGGREGATION_RULES = ("eccv",)
+from .aggregation import RULES as AGGREGATION_RULES  # eccv, strict, graded, dawid_skene
+
 # pass → approve, fail → flag for a person | pass → approve, fail → reject at once |
 # every submission waits for a person (the golden result is shown to the reviewer)
 GOLDEN_POLICIES = ("approve_or_flag", "approve_or_reject", "review_all")
@@ -35,7 +36,7 @@ class BatchConfig:
     followups: bool = True  # ask why for the two middle answers
     assignment_minutes: int = 30  # an accepted HIT not submitted by then goes back to the pool
     golden_policy: str = "approve_or_flag"  # what the golden check decides at submission
-    aggregation: str = "eccv"
+    aggregation: str = "eccv"  # one of mitl.aggregation.RULES
     seed: int = 0
 
     @property

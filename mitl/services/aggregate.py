@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -18,7 +18,7 @@ from annotation.models import (
     PositiveSource,
     Verdict,
 )
-from mitl.aggregation import eccv_verdict
+from mitl.aggregation import WorkerAnswer, aggregate
 from mitl.config import BatchConfig
 from mitl.judgements import Level
 
@@ -39,14 +39,23 @@ def human_set_name(batch: Batch) -> str:
 def verdicts_aggregate(
     *, batch: Batch, config: BatchConfig, tracker: StageTracker
 ) -> AggregationSummary:
-    """(Re)compute every verdict of the batch from approved work, in one transaction."""
-    levels: dict[int, list[Level]] = defaultdict(list)
-    for candidate_id, level in Judgement.objects.filter(
-        assignment__hit__batch=batch,
-        assignment__status=AssignmentStatus.APPROVED,
-        item__role=ItemRole.TASK,
-    ).values_list("item__candidate_id", "level"):
-        levels[candidate_id].append(Level(level))
+    """(Re)compute every verdict of the batch from approved work, in one transaction.
+
+    The batch's rule decides (`mitl.aggregation.RULES`). Dawid-Skene also reads the golden
+    answers of every submitted assignment, approved or not, as known labels: they are the
+    evidence of how reliable each worker is.
+    """
+    answers = [
+        WorkerAnswer(task=candidate_id, worker=str(worker_id), level=Level(level))
+        for candidate_id, worker_id, level in Judgement.objects.filter(
+            assignment__hit__batch=batch,
+            assignment__status=AssignmentStatus.APPROVED,
+            item__role=ItemRole.TASK,
+        ).values_list("item__candidate_id", "assignment__worker_id", "level")
+    ]
+    known: dict[Hashable, bool] = {}
+    if config.aggregation == "dawid_skene":
+        answers += _golden_answers(batch, known)
     pairs = dict(
         (pk, (image_id, caption_id))
         for pk, image_id, caption_id in Candidate.objects.filter(batch=batch).values_list(
@@ -54,20 +63,18 @@ def verdicts_aggregate(
         )
     )
     tracker.start(len(pairs))
-    verdicts = []
-    for candidate_id, answers in levels.items():
-        spec = eccv_verdict(answers)
-        verdicts.append(
-            Verdict(
-                candidate_id=candidate_id,
-                rule=config.aggregation,
-                is_positive=spec.is_positive,
-                score=spec.score,
-                confidence=spec.confidence,
-                n_judgements=len(answers),
-                distribution=spec.distribution,
-            )
+    verdicts = [
+        Verdict(
+            candidate_id=candidate_id,
+            rule=config.aggregation,
+            is_positive=spec.is_positive,
+            score=spec.score,
+            confidence=spec.confidence,
+            n_judgements=sum(spec.distribution.values()),
+            distribution=spec.distribution,
         )
+        for candidate_id, spec in aggregate(config.aggregation, answers, known=known).items()
+    ]
     positives = sorted(pairs[v.candidate_id] for v in verdicts if v.is_positive)
     with transaction.atomic():
         Verdict.objects.filter(candidate__batch=batch).delete()
@@ -91,3 +98,25 @@ def verdicts_aggregate(
     return AggregationSummary(
         verdicts=len(verdicts), positives=len(positives), unjudged=len(pairs) - len(verdicts)
     )
+
+
+def _golden_answers(batch: Batch, known: dict[Hashable, bool]) -> list[WorkerAnswer]:
+    """Return the golden answers of the batch's submitted work; record their truth in `known`.
+
+    A golden pair is one task however many HITs show it, keyed apart from candidates.
+    """
+    answers = []
+    for image_id, caption_id, role, worker_id, level in (
+        Judgement.objects.filter(
+            assignment__hit__batch=batch,
+            item__role__in=[ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN],
+        )
+        .exclude(assignment__status__in=[AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED])
+        .values_list(
+            "item__image_id", "item__caption_id", "item__role", "assignment__worker_id", "level"
+        )
+    ):
+        task = ("golden", image_id, caption_id)
+        known[task] = role == ItemRole.GOLDEN_TP
+        answers.append(WorkerAnswer(task=task, worker=str(worker_id), level=Level(level)))
+    return answers

@@ -1,10 +1,11 @@
-"""Releasing: extended positive sets (human ∪ original, minus invalid captions) on disk."""
+"""Releasing: extended positive sets (original ∪ human ∪ imported, minus invalid captions)."""
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -20,24 +21,58 @@ from annotation.models import (
     Direction,
     Judgement,
     PositivePair,
+    PositiveSet,
+    PositiveSource,
     Query,
     Release,
     Verdict,
 )
-from annotation.services import ORIGINAL_SET
+from annotation.services import ORIGINAL_SET, ServiceError
+from mitl.aggregation import RULE_DESCRIPTIONS
 from mitl.config import BatchConfig
-from mitl.judgements import mask_to_shortcomings, mask_to_wrong_concepts
-from mitl.releases import positive_counts, positives_by_query, write_release_dir
+from mitl.datasheet import datasheet_markdown
+from mitl.judgements import Level, mask_to_shortcomings, mask_to_wrong_concepts
+from mitl.qrels import qrels_text
+from mitl.releases import (
+    DATASHEET_FILE,
+    QRELS_I2T_FILE,
+    QRELS_T2I_FILE,
+    bundle_checksum_path,
+    bundle_path,
+    positive_counts,
+    positives_by_query,
+    write_release_dir,
+)
 
 from .aggregate import human_set_name
 from .report import DIVERSITY_FILE
 
+# Files release_create writes besides write_release_dir's standard ones.
+GENERATED_FILES = frozenset({QRELS_I2T_FILE, QRELS_T2I_FILE, DATASHEET_FILE, DIVERSITY_FILE})
 
-def release_create(*, batch: Batch, config: BatchConfig, name: str | None = None) -> Release:
-    """Write a new version of release `name` (default: the dataset's name) for the batch."""
+
+def release_create(
+    *,
+    batch: Batch,
+    config: BatchConfig,
+    name: str | None = None,
+    include_sets: Sequence[str] = (),
+    extra_files: Mapping[str, str] | None = None,
+) -> Release:
+    """Write a new version of release `name` (default: the dataset's name) for the batch.
+
+    The positives are the original set ∪ the batch's human verdicts ∪ each imported set
+    named in `include_sets`, without invalid captions. `extra_files` maps further file
+    names (e.g. "bias_report.html") to their text; they join the release and its zip.
+    """
     name = name or batch.dataset.name
+    imported = _imported_sets(batch, include_sets)
+    extra_files = dict(extra_files or {})
+    clashing = sorted(set(extra_files) & GENERATED_FILES)
+    if clashing:
+        raise ServiceError(f"extra release file {clashing[0]!r} would replace a generated file")
+    sources = [ORIGINAL_SET, human_set_name(batch), *imported]
     image_queries, caption_queries = _query_ext_ids(batch)
-    sources = [ORIGINAL_SET, human_set_name(batch)]
     original = _pairs(batch, [ORIGINAL_SET])
     extended = _pairs(batch, sources)
     i2t_before, t2i_before = positives_by_query(
@@ -51,29 +86,53 @@ def release_create(*, batch: Batch, config: BatchConfig, name: str | None = None
         "t2i": positive_counts(t2i_before, t2i),
         **_work_stats(batch),
     }
+    verdict_rows = _verdict_rows(batch)
+    scores = {(row["image_id"], row["caption_id"]): row["score"] for row in verdict_rows}
     version = _next_version(name)
     final_dir = settings.RELEASES_DIR / name / str(version)
+    invalid = _invalid_captions(batch)
+    manifest: dict[str, Any] = {
+        "name": name,
+        "version": version,
+        "dataset": batch.dataset.name,
+        "batches": [batch.pk],
+        "sources": sources,
+        "source_sets": _source_sets(batch, sources),
+        "rule": config.aggregation,
+        "rules": {str(batch.pk): config.aggregation},
+        "rule_description": RULE_DESCRIPTIONS[config.aggregation],
+        "counts": _finite(
+            {
+                "i2t": stats["i2t"],
+                "t2i": stats["t2i"],
+                "pairs_original": len(original),
+                "pairs_extended": len(extended),
+                "verdicts": stats["verdicts"],
+                "judgements": stats["judgements"],
+            }
+        ),
+        "format": "ECCV Caption (image_to_caption.json, caption_to_image.json)",
+        "invalid_captions_excluded": [entry["caption_id"] for entry in invalid],
+        "invalid_captions": invalid,
+    }
+    text_files = {
+        QRELS_I2T_FILE: qrels_text(i2t, scores, direction="i2t"),
+        QRELS_T2I_FILE: qrels_text(t2i, scores, direction="t2i"),
+        **extra_files,
+        DATASHEET_FILE: datasheet_markdown(manifest, stats, extra_files=sorted(extra_files)),
+    }
+    reports = {DIVERSITY_FILE: batch.reports["diversity"]} if "diversity" in batch.reports else {}
     manifest = write_release_dir(
         final_dir,
         i2t=i2t,
         t2i=t2i,
         judgements=_judgement_rows(batch),
         stats=stats,
-        reports={DIVERSITY_FILE: batch.reports["diversity"]}
-        if "diversity" in batch.reports
-        else None,
-        manifest={
-            "name": name,
-            "version": version,
-            "dataset": batch.dataset.name,
-            "batches": [batch.pk],
-            "sources": sources,
-            "rule": config.aggregation,
-            "format": "ECCV Caption (image_to_caption.json, caption_to_image.json)",
-            "invalid_captions_excluded": sorted(
-                batch.dataset.captions.filter(is_invalid=True).values_list("ext_id", flat=True)
-            ),
-        },
+        reports=reports,
+        verdicts=verdict_rows,
+        text_files=text_files,
+        bundle_root=f"{name}-v{version}",
+        manifest=manifest,
     )
     try:
         with transaction.atomic():
@@ -87,9 +146,107 @@ def release_create(*, batch: Batch, config: BatchConfig, name: str | None = None
             )
             release.batches.add(batch)
     except BaseException:
-        shutil.rmtree(final_dir, ignore_errors=True)  # no directory without its database row
+        # No release on disk without its database row.
+        shutil.rmtree(final_dir, ignore_errors=True)
+        bundle_path(final_dir).unlink(missing_ok=True)
+        bundle_checksum_path(final_dir).unlink(missing_ok=True)
         raise
     return release
+
+
+def _imported_sets(batch: Batch, names: Sequence[str]) -> list[str]:
+    """Return the named imported sets of the batch's dataset, in order, without repeats."""
+    available = set(
+        PositiveSet.objects.filter(
+            dataset_id=batch.dataset_id, source=PositiveSource.IMPORTED
+        ).values_list("name", flat=True)
+    )
+    missing = [n for n in names if n not in available]
+    if missing:
+        listed = ", ".join(sorted(available)) or "none; import one with import_positives"
+        raise ServiceError(
+            f"dataset {batch.dataset.name!r} has no imported positive set {missing[0]!r} "
+            f"(imported sets: {listed})"
+        )
+    return list(dict.fromkeys(names))
+
+
+def _source_sets(batch: Batch, names: list[str]) -> list[dict[str, Any]]:
+    """Describe each source set: its kind and how many valid pairs it holds."""
+    sets = {
+        s.name: s for s in PositiveSet.objects.filter(dataset_id=batch.dataset_id, name__in=names)
+    }
+    described = []
+    for set_name in names:
+        positive_set = sets.get(set_name)
+        described.append(
+            {
+                "name": set_name,
+                "source": positive_set.source if positive_set else PositiveSource.HUMAN.value,
+                "description": positive_set.description if positive_set else "",
+                "pairs": positive_set.pairs.filter(caption__is_invalid=False).count()
+                if positive_set
+                else 0,
+            }
+        )
+    return described
+
+
+def _invalid_captions(batch: Batch) -> list[dict[str, Any]]:
+    return [
+        {
+            "caption_id": ext_id,
+            "image_id": image_ext_id,
+            "reason": reason,
+            "marked_at": marked_at.isoformat() if marked_at else None,
+        }
+        for ext_id, image_ext_id, reason, marked_at in batch.dataset.captions.filter(
+            is_invalid=True
+        )
+        .order_by("ext_id")
+        .values_list("ext_id", "image__ext_id", "invalid_reason", "invalid_marked_at")
+    ]
+
+
+def _finite(value: Any) -> Any:
+    """Replace NaN by None: JSON columns (PostgreSQL jsonb) refuse NaN."""
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _verdict_rows(batch: Batch) -> list[dict[str, Any]]:
+    """Return the rows of verdicts.csv: every verdict on a valid caption, by pair."""
+    rows = []
+    for image, caption, rule, is_positive, score, confidence, n, distribution in (
+        Verdict.objects.filter(candidate__batch=batch, candidate__caption__is_invalid=False)
+        .order_by("candidate__image__ext_id", "candidate__caption__ext_id")
+        .values_list(
+            "candidate__image__ext_id",
+            "candidate__caption__ext_id",
+            "rule",
+            "is_positive",
+            "score",
+            "confidence",
+            "n_judgements",
+            "distribution",
+        )
+    ):
+        rows.append(
+            {
+                "image_id": image,
+                "caption_id": caption,
+                "rule": rule,
+                "is_positive": int(is_positive),
+                "score": round(score, 6),
+                "confidence": round(confidence, 6),
+                "n_judgements": n,
+                **{level.value: distribution.get(level.value, 0) for level in Level},
+            }
+        )
+    return rows
 
 
 def _next_version(name: str) -> int:
@@ -100,7 +257,11 @@ def _next_version(name: str) -> int:
     """
     in_database = Release.objects.filter(name=name).aggregate(v=Max("version"))["v"] or 0
     folder = settings.RELEASES_DIR / name
-    on_disk = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
+    on_disk = (
+        [int(p.name.split(".")[0]) for p in folder.iterdir() if p.name.split(".")[0].isdigit()]
+        if folder.is_dir()
+        else []
+    )
     return max([in_database, *on_disk]) + 1
 
 

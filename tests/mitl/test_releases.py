@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import math
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,10 @@ from mitl.releases import (
     MANIFEST_FILE,
     STATS_FILE,
     T2I_FILE,
+    VERDICT_COLUMNS,
+    VERDICTS_FILE,
+    bundle_checksum_path,
+    bundle_path,
     positive_counts,
     positives_by_query,
     write_release_dir,
@@ -23,7 +30,7 @@ from mitl.releases import (
 # (image id, caption id)
 PAIRS = [(1, 10), (1, 11), (2, 11), (3, 30), (1, 10)]  # the last repeats the first
 
-RELEASE_FILES = {I2T_FILE, T2I_FILE, JUDGEMENTS_FILE, STATS_FILE, MANIFEST_FILE}
+RELEASE_FILES = {I2T_FILE, T2I_FILE, JUDGEMENTS_FILE, VERDICTS_FILE, STATS_FILE, MANIFEST_FILE}
 
 
 # --- positives_by_query ------------------------------------------------------------------------
@@ -124,7 +131,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_release_holds_exactly_the_five_files(tmp_path):
+def test_a_release_holds_exactly_the_six_standard_files(tmp_path):
     final = tmp_path / "releases" / "v1"
     write(final)
     assert {path.name for path in final.iterdir()} == RELEASE_FILES
@@ -188,6 +195,14 @@ def test_an_existing_release_directory_is_refused_and_left_alone(tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["v1"]
 
 
+def test_an_existing_zip_at_the_bundle_path_is_refused_and_nothing_is_written(tmp_path):
+    bundle_path(tmp_path / "v1").write_bytes(b"an old zip")
+    with pytest.raises(FileExistsError, match=r"v1\.zip"):
+        write(tmp_path / "v1")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["v1.zip"]
+    assert (tmp_path / "v1.zip").read_bytes() == b"an old zip"
+
+
 def test_an_existing_file_at_the_release_path_is_refused(tmp_path):
     final = tmp_path / "v1"
     final.write_text("not a directory")
@@ -238,3 +253,100 @@ def test_the_release_directory_is_readable_by_others(tmp_path):
     final = tmp_path / "v1"
     write(final)
     assert final.stat().st_mode & 0o777 == 0o755
+
+
+# --- verdicts.csv, extra files and the zip -----------------------------------------------------
+
+VERDICTS = [
+    {
+        "image_id": 1,
+        "caption_id": 11,
+        "rule": "eccv",
+        "is_positive": 1,
+        "score": 0.75,
+        "confidence": 1.0,
+        "n_judgements": 2,
+        "yes": 1,
+        "weak_yes": 1,
+        "weak_no": 0,
+        "no": 0,
+        "ignored": "not a column",
+    }
+]
+
+
+def test_verdicts_csv_has_the_fixed_header_and_one_row_per_verdict(tmp_path):
+    final = tmp_path / "v1"
+    write(final, verdicts=VERDICTS)
+    text = (final / VERDICTS_FILE).read_text()
+    assert text.splitlines()[0] == (
+        "image_id,caption_id,rule,is_positive,score,confidence,n_judgements,yes,weak_yes,weak_no,no"
+    )
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows == [{column: str(VERDICTS[0][column]) for column in VERDICT_COLUMNS}]
+
+
+def test_without_verdicts_the_csv_holds_only_its_header(tmp_path):
+    write(tmp_path / "v1")
+    assert (tmp_path / "v1" / VERDICTS_FILE).read_text() == ",".join(VERDICT_COLUMNS) + "\n"
+
+
+def test_extra_text_and_report_files_join_the_release_and_the_manifest(tmp_path):
+    final = tmp_path / "v1"
+    manifest = write(
+        final,
+        reports={"diversity.json": {"i2t": {}}},
+        text_files={"README.md": "# hello\n", "bias_report.html": "<html></html>"},
+    )
+    assert (final / "README.md").read_text() == "# hello\n"
+    assert (final / "bias_report.html").read_text() == "<html></html>"
+    assert {"README.md", "bias_report.html", "diversity.json"} <= set(manifest["files"])
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "sub/file.txt", ".hidden", "", STATS_FILE])
+def test_an_extra_file_name_that_is_a_path_hidden_or_standard_is_refused(tmp_path, name):
+    with pytest.raises(ValueError, match="plain file name"):
+        write(tmp_path / "v1", text_files={name: "x"})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_given_both_as_report_and_as_text_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="given twice"):
+        write(tmp_path / "v1", reports={"a.json": {}}, text_files={"a.json": "{}"})
+
+
+def test_the_zip_beside_the_release_holds_every_file_under_one_folder(tmp_path):
+    final = tmp_path / "small" / "3"
+    write(final, text_files={"README.md": "# r\n"}, bundle_root="small-v3")
+    zip_path = bundle_path(final)
+    assert zip_path == tmp_path / "small" / "3.zip"
+    with zipfile.ZipFile(zip_path) as bundle:
+        assert bundle.testzip() is None
+        names = bundle.namelist()
+        assert sorted(names) == sorted(f"small-v3/{path.name}" for path in final.iterdir())
+        for path in final.iterdir():
+            assert bundle.read(f"small-v3/{path.name}") == path.read_bytes()
+
+
+def test_the_zip_checksum_file_matches_the_zip(tmp_path):
+    final = tmp_path / "v1"
+    write(final)
+    digest, name = bundle_checksum_path(final).read_text().split()
+    assert name == "v1.zip"
+    assert digest == sha256(bundle_path(final))
+
+
+def test_the_same_content_gives_a_byte_identical_zip(tmp_path):
+    write(tmp_path / "a" / "1", bundle_root="r-v1")
+    write(tmp_path / "b" / "1", bundle_root="r-v1")
+    assert (tmp_path / "a" / "1.zip").read_bytes() == (tmp_path / "b" / "1.zip").read_bytes()
+
+
+def test_a_failure_leaves_no_zip_and_no_checksum_either(tmp_path):
+    parent = tmp_path / "releases"
+    parent.mkdir()
+    with pytest.raises(RuntimeError):
+        write(parent / "1", judgements=failing_judgements())
+    with pytest.raises(TypeError):
+        write(parent / "1", manifest={"created_by": object()})
+    assert list(parent.iterdir()) == []
