@@ -85,21 +85,16 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
 
     Candidates are HITs of annotating batches that the worker never had, oldest batch
     first. On PostgreSQL, `SKIP LOCKED` lets concurrent requests take different HITs
-    instead of queueing on the same row; after the lock, the slot count is read again
+    instead of queueing on the same row, and wait for a locked one only when every free
+    HIT is locked at that moment; after the lock, the slot count is read again
     (a new statement sees every assignment committed meanwhile), so a HIT never gets
-    more than `max_assignments`. Returns None when no HIT is free.
+    more than `max_assignments`. Requests of one worker queue on its row, so a repeat
+    resumes the open assignment. Returns None when no HIT is free.
     """
     if worker.is_blocked:
         raise ServiceError("your account is blocked from taking new HITs")
     now = now or timezone.now()
     assignments_expire(now=now)
-    current = (
-        Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED)
-        .order_by("accepted_at")
-        .first()
-    )
-    if current is not None:
-        return current
     active = (
         Assignment.objects.filter(hit=OuterRef("pk"), status__in=ACTIVE_STATUSES)
         .order_by()
@@ -117,11 +112,29 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
     skip_locked = connection.features.has_select_for_update_skip_locked
     for _ in range(_NEXT_HIT_TRIES):
         with transaction.atomic():
+            # One worker's own requests (a double click, two tabs) queue on its row, so the
+            # second resumes the assignment the first one created instead of taking a HIT.
+            # NO KEY UPDATE: inserting an assignment that points at the worker still works.
+            locked_worker = Worker.objects.select_for_update(no_key=True).get(pk=worker.pk)
+            if locked_worker.is_blocked:  # blocked since the caller loaded it
+                raise ServiceError("your account is blocked from taking new HITs")
+            current = (
+                Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED)
+                .order_by("accepted_at")
+                .first()
+            )
+            if current is not None:
+                return current
             hit = (
                 free.select_for_update(skip_locked=skip_locked, of=("self",))
                 .select_related("batch")
                 .first()
             )
+            if hit is None and skip_locked:
+                # Every free HIT may be locked by a concurrent request for a moment: wait
+                # for the first one instead of saying that nothing is free. We hold only
+                # our worker's row, which no holder of a HIT lock waits for: no deadlock.
+                hit = free.select_for_update(of=("self",)).select_related("batch").first()
             if hit is None:
                 return None
             if _active_count(hit) < hit.max_assignments:

@@ -35,9 +35,8 @@ from mitl.bias import (
     positives_by_annotator,
     rationale_shares,
 )
+from mitl.config import parse_batch_config
 from mitl.judgements import LEVEL_LABELS, Level
-
-from .pipeline import batch_config
 
 # (direction, subsets done, subsets in all): the subset loop's progress
 BiasProgress = Callable[[str, int, int], None]
@@ -77,7 +76,7 @@ def bias_report_build(*, batch: Batch, progress: BiasProgress | None = None) -> 
         )
     index = {pk: i for i, (pk, _) in enumerate(annotators)}
     names = [name for _, name in annotators]
-    config = batch_config(batch)
+    config = parse_batch_config(batch.config)
 
     proposals: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for candidate, annotator, rank in Proposal.objects.filter(candidate__batch=batch).values_list(

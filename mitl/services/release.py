@@ -29,6 +29,7 @@ from annotation.models import (
 )
 from annotation.services import ORIGINAL_SET, ServiceError
 from mitl.aggregation import RULE_DESCRIPTIONS
+from mitl.bias_html import render_bias_html
 from mitl.config import BatchConfig
 from mitl.datasheet import datasheet_markdown
 from mitl.judgements import Level, mask_to_shortcomings, mask_to_wrong_concepts
@@ -45,10 +46,15 @@ from mitl.releases import (
 )
 
 from .aggregate import human_set_name
+from .bias import bias_report_build
 from .report import DIVERSITY_FILE
 
+BIAS_HTML_FILE = "bias_report.html"
+BIAS_JSON_FILE = "bias_report.json"
 # Files release_create writes besides write_release_dir's standard ones.
-GENERATED_FILES = frozenset({QRELS_I2T_FILE, QRELS_T2I_FILE, DATASHEET_FILE, DIVERSITY_FILE})
+GENERATED_FILES = frozenset(
+    {QRELS_I2T_FILE, QRELS_T2I_FILE, DATASHEET_FILE, DIVERSITY_FILE, BIAS_HTML_FILE, BIAS_JSON_FILE}
+)
 
 
 def release_create(
@@ -115,13 +121,17 @@ def release_create(
         "invalid_captions_excluded": [entry["caption_id"] for entry in invalid],
         "invalid_captions": invalid,
     }
+    reports = {DIVERSITY_FILE: batch.reports["diversity"]} if "diversity" in batch.reports else {}
+    bias = _bias_report(batch)
+    if bias is not None:
+        reports[BIAS_JSON_FILE] = bias
+        extra_files[BIAS_HTML_FILE] = render_bias_html(bias, standalone=True)
     text_files = {
         QRELS_I2T_FILE: qrels_text(i2t, scores, direction="i2t"),
         QRELS_T2I_FILE: qrels_text(t2i, scores, direction="t2i"),
         **extra_files,
         DATASHEET_FILE: datasheet_markdown(manifest, stats, extra_files=sorted(extra_files)),
     }
-    reports = {DIVERSITY_FILE: batch.reports["diversity"]} if "diversity" in batch.reports else {}
     manifest = write_release_dir(
         final_dir,
         i2t=i2t,
@@ -152,6 +162,18 @@ def release_create(
         bundle_checksum_path(final_dir).unlink(missing_ok=True)
         raise
     return release
+
+
+def _bias_report(batch: Batch) -> dict[str, Any] | None:
+    """Return the batch's model-bias report, or None when it cannot have one.
+
+    A batch with no verdicts (nothing judged) or more annotators than the report scores
+    is released without it; the manifest's file list says which reports are there.
+    """
+    try:
+        return bias_report_build(batch=batch)
+    except ServiceError:
+        return None
 
 
 def _imported_sets(batch: Batch, names: Sequence[str]) -> list[str]:

@@ -6,6 +6,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import zipfile
 from collections import defaultdict
 from io import StringIO
@@ -27,6 +28,7 @@ from annotation.services import ServiceError
 from mitl import synthetic
 from mitl.aggregation import PAIR_RULES
 from mitl.releases import VERDICT_COLUMNS, bundle_checksum_path, bundle_path
+from mitl.services.bias import bias_report_build
 from mitl.services.pipeline import batch_config, batch_create, batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.release import release_create
@@ -43,6 +45,8 @@ BUNDLE_FILES = {
     "README.md",
     "manifest.json",
     "diversity.json",
+    "bias_report.html",
+    "bias_report.json",
 }
 
 
@@ -87,6 +91,18 @@ def test_a_release_writes_every_file_and_a_zip_of_them(batch):
         assert sorted(bundle.namelist()) == sorted(f"small-v1/{name}" for name in BUNDLE_FILES)
         for name in BUNDLE_FILES:
             assert bundle.read(f"small-v1/{name}") == (folder / name).read_bytes()
+
+
+def test_the_release_carries_the_batch_bias_report_as_json_and_standalone_html(batch):
+    release = released(batch)
+    folder = Path(release.path)
+    saved = json.loads((folder / "bias_report.json").read_text())
+    now = json.loads(json.dumps(bias_report_build(batch=batch)))
+    assert saved.pop("batch")["id"] == now.pop("batch")["id"] == batch.pk  # state moved on
+    assert saved == now
+    html = (folder / "bias_report.html").read_text()
+    assert html.startswith("<!doctype html>") and "<svg" in html
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # standalone: nothing fetched
 
 
 def test_the_eccv_files_inside_the_zip_load_in_eccv_caption(batch, tmp_path):
@@ -238,14 +254,14 @@ def test_extra_files_join_the_release_its_zip_and_its_manifest(batch):
     released(batch)
     html = "<!doctype html><title>bias</title>"
     release = release_create(
-        batch=batch, config=batch_config(batch), extra_files={"bias_report.html": html}
+        batch=batch, config=batch_config(batch), extra_files={"reviewer_notes.html": html}
     )
     folder = Path(release.path)
-    assert (folder / "bias_report.html").read_text() == html
-    assert "bias_report.html" in release.manifest["files"]
-    assert "- `bias_report.html`:" in (folder / "README.md").read_text()
+    assert (folder / "reviewer_notes.html").read_text() == html
+    assert "reviewer_notes.html" in release.manifest["files"]
+    assert "- `reviewer_notes.html`:" in (folder / "README.md").read_text()
     with zipfile.ZipFile(bundle_path(folder)) as bundle:
-        assert bundle.read("small-v2/bias_report.html").decode() == html
+        assert bundle.read("small-v2/reviewer_notes.html").decode() == html
 
 
 def test_an_extra_file_may_not_replace_a_generated_one(batch):
@@ -360,7 +376,7 @@ def run(*args: str) -> str:
 def test_release_create_command_merges_sets_and_adds_extra_files(batch, tmp_path):
     released(batch)
     _, pair = imported_set(batch)
-    report = tmp_path / "bias_report.html"
+    report = tmp_path / "reviewer_notes.html"
     report.write_text("<p>bias</p>")
 
     out = run("release_create", str(batch.pk), "--include-set", "cxc", "--extra-file", str(report))
@@ -369,7 +385,7 @@ def test_release_create_command_merges_sets_and_adds_extra_files(batch, tmp_path
     assert out == f"release small v2: {release.path}\n"
     assert release.manifest["sources"][-1] == "cxc"
     assert pair in positives_of(Path(release.path), "image_to_caption.json")
-    assert (Path(release.path) / "bias_report.html").read_text() == "<p>bias</p>"
+    assert (Path(release.path) / "reviewer_notes.html").read_text() == "<p>bias</p>"
 
 
 def test_release_create_command_turns_bad_sets_and_files_into_clear_errors(batch, tmp_path):
