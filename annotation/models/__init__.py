@@ -22,6 +22,7 @@ from .dataset import (
     PositiveSet,
     PositiveSource,
 )
+from .imports import ImportJob, ImportKind, ImportStatus
 from .results import Evaluation, Release, Verdict
 from .work import (
     HIT,
@@ -49,6 +50,9 @@ __all__ = [
     "Evaluation",
     "HITItem",
     "Image",
+    "ImportJob",
+    "ImportKind",
+    "ImportStatus",
     "InvalidReason",
     "ItemRole",
     "Judgement",

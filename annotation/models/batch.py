@@ -51,6 +51,12 @@ class Batch(models.Model):
         blank=True,
         help_text="Why the current stage last failed; the stage can be run again to resume.",
     )
+    mturk = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Amazon Mechanical Turk: HIT type settings, HITTypeId, environment "
+        "(sandbox or production), the cost estimate and publication times.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

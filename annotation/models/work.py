@@ -31,6 +31,14 @@ class HIT(models.Model):
     max_assignments = models.PositiveSmallIntegerField(
         default=1, help_text="How many different workers judge this HIT."
     )
+    external_id = models.CharField(
+        max_length=64,
+        null=True,
+        blank=True,
+        unique=True,
+        help_text="MTurk HITId once the HIT is published.",
+    )
+    published_at = models.DateTimeField(null=True, blank=True, help_text="When sent to MTurk.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

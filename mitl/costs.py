@@ -1,0 +1,83 @@
+"""What a batch will cost on Amazon Mechanical Turk, and how much work it holds. Pure Python.
+
+MTurk charges the requester the reward plus a commission: 20% of the reward, 40% for HITs
+with 10 or more assignments, and at least $0.01 per assignment. Money is Decimal, never
+float, and rounded to cents per assignment as MTurk bills it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+CENT = Decimal("0.01")
+COMMISSION = Decimal("0.20")
+COMMISSION_LARGE = Decimal("0.40")  # HITs with LARGE_HIT_ASSIGNMENTS or more assignments
+LARGE_HIT_ASSIGNMENTS = 10
+MIN_COMMISSION = CENT  # per assignment
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    hits: int
+    assignments_per_hit: int
+    items_per_hit: int
+    reward_per_assignment: Decimal
+    commission_rate: Decimal
+    rewards: Decimal
+    commission: Decimal
+    total: Decimal
+
+    @property
+    def assignments(self) -> int:
+        return self.hits * self.assignments_per_hit
+
+    @property
+    def judgements(self) -> int:
+        return self.assignments * self.items_per_hit
+
+    def to_json(self) -> dict[str, Any]:
+        """Return JSON-safe values (money as strings, so no cent is lost)."""
+        data = {k: str(v) if isinstance(v, Decimal) else v for k, v in asdict(self).items()}
+        return {**data, "assignments": self.assignments, "judgements": self.judgements}
+
+
+def mturk_cost(
+    *, hits: int, assignments_per_hit: int, items_per_hit: int, reward_per_assignment: Decimal
+) -> CostEstimate:
+    """Estimate what publishing `hits` HITs costs, commission included."""
+    if hits < 0 or assignments_per_hit < 1 or items_per_hit < 1:
+        raise ValueError("hits must be ≥ 0, assignments per HIT and items per HIT ≥ 1")
+    reward = Decimal(reward_per_assignment)
+    if reward < CENT:
+        raise ValueError(f"the reward must be at least $0.01 per assignment (got ${reward})")
+    rate = COMMISSION_LARGE if assignments_per_hit >= LARGE_HIT_ASSIGNMENTS else COMMISSION
+    fee = max((reward * rate).quantize(CENT, rounding=ROUND_HALF_UP), MIN_COMMISSION)
+    assignments = hits * assignments_per_hit
+    rewards = reward * assignments
+    commission = fee * assignments
+    return CostEstimate(
+        hits=hits,
+        assignments_per_hit=assignments_per_hit,
+        items_per_hit=items_per_hit,
+        reward_per_assignment=reward,
+        commission_rate=rate,
+        rewards=rewards,
+        commission=commission,
+        total=rewards + commission,
+    )
+
+
+def hits_for(candidates: int, hit_size: int) -> int:
+    """Return how many HITs `candidates` pairs fill at `hit_size` pairs to judge per HIT."""
+    return math.ceil(candidates / hit_size) if candidates > 0 else 0
+
+
+def candidates_at_most(*, queries: int, k: int, annotators: int) -> int:
+    """Return the candidate pairs before de-duplication: an upper bound before retrieval.
+
+    De-duplication removes pairs several annotators propose (ECCV Caption: 64,850 → 46,424).
+    """
+    return queries * k * annotators
