@@ -32,6 +32,7 @@ class BatchState(models.TextChoices):
     ANNOTATING = "annotating"
     AGGREGATING = "aggregating"
     RELEASED = "released"
+    CANCELLED = "cancelled"  # stopped by an admin; its stages no longer run
 
 
 class Batch(models.Model):
