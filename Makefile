@@ -40,6 +40,8 @@ worker: install
 bench: install
 	$(PY) benchmarks/bench_hit_building.py
 	$(PY) benchmarks/bench_retrieval.py
+	$(PY) benchmarks/bench_metrics.py
+	$(PY) benchmarks/bench_submit.py
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -7,13 +7,14 @@ taking the lock is exact, even under concurrent "next HIT" requests (see `hit_as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import Enum
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import Count, F, OuterRef, Subquery
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -48,12 +49,47 @@ def worker_for_user(*, user: AbstractBaseUser) -> Worker:
     return worker
 
 
+def _active_subquery() -> Subquery:
+    return Subquery(
+        Assignment.objects.filter(hit=OuterRef("pk"), status__in=ACTIVE_STATUSES)
+        .order_by()
+        .values("hit")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+
+
+def hits_recount_slots(*, hit_ids: Iterable[int] | None = None) -> int:
+    """Recount the slot hint (`HIT.active_assignments`) of these HITs, or of every open batch.
+
+    Every write here that frees a slot recounts its HITs; the periodic expiry task also
+    recounts all HITs of annotating batches, so a hint can never stay wrong for long.
+    """
+    hits = HIT.objects.all()
+    if hit_ids is None:
+        hits = hits.filter(batch__state=BatchState.ANNOTATING)
+    else:
+        hits = hits.filter(pk__in=list(hit_ids))
+    return hits.update(active_assignments=Coalesce(_active_subquery(), 0))
+
+
 def assignments_expire(*, now: datetime | None = None) -> int:
     """Expire accepted work past its deadline, so its HIT goes back to the pool."""
     now = now or timezone.now()
-    return Assignment.objects.filter(status=AssignmentStatus.ACCEPTED, deadline__lt=now).update(
-        status=AssignmentStatus.EXPIRED
-    )
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    with transaction.atomic():
+        overdue = list(
+            Assignment.objects.filter(status=AssignmentStatus.ACCEPTED, deadline__lt=now)
+            .select_for_update(skip_locked=skip_locked)  # a submit in flight keeps its row
+            .values_list("pk", "hit_id")
+        )
+        if not overdue:
+            return 0
+        Assignment.objects.filter(pk__in=[pk for pk, _ in overdue]).update(
+            status=AssignmentStatus.EXPIRED
+        )
+        hits_recount_slots(hit_ids={hit_id for _, hit_id in overdue})
+    return len(overdue)
 
 
 def _deadline(hit: HIT, now: datetime) -> datetime:
@@ -71,78 +107,102 @@ def assignment_create(*, hit: HIT, worker: Worker, now: datetime | None = None) 
         locked = HIT.objects.select_for_update().select_related("batch").get(pk=hit.pk)
         if Assignment.objects.filter(hit=locked, worker=worker).exists():
             raise ServiceError(f"worker {worker} already worked on {locked}")
-        if _active_count(locked) >= locked.max_assignments:
+        active = _active_count(locked)
+        if active >= locked.max_assignments:
             raise ServiceError(f"{locked} already has all {locked.max_assignments} assignments")
-        return Assignment.objects.create(hit=locked, worker=worker, deadline=_deadline(locked, now))
+        return _assign(locked, worker, now, active)
 
 
 def _active_count(hit: HIT) -> int:
     return Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
 
 
+def _assign(hit: HIT, worker: Worker, now: datetime, active: int) -> Assignment:
+    """Create the assignment and set the slot hint; the caller holds the HIT's lock."""
+    assignment = Assignment.objects.create(hit=hit, worker=worker, deadline=_deadline(hit, now))
+    HIT.objects.filter(pk=hit.pk).update(active_assignments=active + 1)
+    return assignment
+
+
 def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignment | None:
     """Return the worker's open assignment, or give it the next HIT with a free slot.
 
     Candidates are HITs of annotating batches that the worker never had, oldest batch
-    first. On PostgreSQL, `SKIP LOCKED` lets concurrent requests take different HITs
-    instead of queueing on the same row, and wait for a locked one only when every free
-    HIT is locked at that moment; after the lock, the slot count is read again
-    (a new statement sees every assignment committed meanwhile), so a HIT never gets
-    more than `max_assignments`. Requests of one worker queue on its row, so a repeat
-    resumes the open assignment. Returns None when no HIT is free.
+    first, found through the slot hint's partial index. On PostgreSQL, `SKIP LOCKED` lets
+    concurrent requests take different HITs instead of queueing on the same row, and a
+    request waits for a locked one only when every free HIT is locked at that moment.
+    After the lock, the slot count is read again (a new statement sees every assignment
+    committed meanwhile), so a HIT never gets more than `max_assignments`; a stale hint is
+    corrected on the spot. Requests of one worker queue on its row, so a repeat resumes
+    the open assignment. Overdue work of others is expired when no HIT looks free (and by
+    the periodic task), not on every request. Returns None when no HIT is free.
     """
     if worker.is_blocked:
         raise ServiceError("your account is blocked from taking new HITs")
     now = now or timezone.now()
-    assignments_expire(now=now)
-    active = (
-        Assignment.objects.filter(hit=OuterRef("pk"), status__in=ACTIVE_STATUSES)
-        .order_by()
-        .values("hit")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
     free = (
-        HIT.objects.filter(batch__state=BatchState.ANNOTATING)
+        HIT.objects.filter(
+            batch__state=BatchState.ANNOTATING, active_assignments__lt=F("max_assignments")
+        )
         .exclude(assignments__worker=worker)
-        .alias(active=Coalesce(Subquery(active), 0))
-        .filter(active__lt=F("max_assignments"))
-        .order_by("batch__created_at", "batch_id", "index")
+        .order_by("batch_id", "index")
     )
-    skip_locked = connection.features.has_select_for_update_skip_locked
+    swept = False  # other workers' overdue work is expired only when nothing looks free
     for _ in range(_NEXT_HIT_TRIES):
-        with transaction.atomic():
-            # One worker's own requests (a double click, two tabs) queue on its row, so the
-            # second resumes the assignment the first one created instead of taking a HIT.
-            # NO KEY UPDATE: inserting an assignment that points at the worker still works.
-            locked_worker = Worker.objects.select_for_update(no_key=True).get(pk=worker.pk)
-            if locked_worker.is_blocked:  # blocked since the caller loaded it
-                raise ServiceError("your account is blocked from taking new HITs")
-            current = (
-                Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED)
-                .order_by("accepted_at")
-                .first()
-            )
-            if current is not None:
-                return current
-            hit = (
-                free.select_for_update(skip_locked=skip_locked, of=("self",))
-                .select_related("batch")
-                .first()
-            )
-            if hit is None and skip_locked:
-                # Every free HIT may be locked by a concurrent request for a moment: wait
-                # for the first one instead of saying that nothing is free. We hold only
-                # our worker's row, which no holder of a HIT lock waits for: no deadlock.
-                hit = free.select_for_update(of=("self",)).select_related("batch").first()
-            if hit is None:
+        outcome = _try_assign(worker, free, now)
+        if isinstance(outcome, Assignment):
+            return outcome
+        if outcome is _Miss.NOTHING_FREE:
+            if swept:
                 return None
-            if _active_count(hit) < hit.max_assignments:
-                return Assignment.objects.create(
-                    hit=hit, worker=worker, deadline=_deadline(hit, now)
-                )
-        # Filled by a concurrent request between our snapshot and our lock: try the next.
+            assignments_expire(now=now)
+            swept = True
+        # _Miss.FILLED: a concurrent request filled it between our snapshot and our lock.
     return None
+
+
+class _Miss(Enum):
+    NOTHING_FREE = "nothing free"
+    FILLED = "filled meanwhile"
+
+
+def _try_assign(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignment | _Miss:
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    with transaction.atomic():
+        # One worker's own requests (a double click, two tabs) queue on its row, so the
+        # second resumes the assignment the first one created instead of taking a HIT.
+        # NO KEY UPDATE: inserting an assignment that points at the worker still works.
+        locked_worker = Worker.objects.select_for_update(no_key=True).get(pk=worker.pk)
+        if locked_worker.is_blocked:  # blocked since the caller loaded it
+            raise ServiceError("your account is blocked from taking new HITs")
+        current = (
+            Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED)
+            .order_by("accepted_at")
+            .first()
+        )
+        if current is not None:
+            if current.deadline is None or current.deadline >= now:
+                return current
+            # Its own HIT ran out of time: that slot goes back to the pool.
+            Assignment.objects.filter(pk=current.pk).update(status=AssignmentStatus.EXPIRED)
+            hits_recount_slots(hit_ids=[current.hit_id])
+        hit = (
+            free.select_for_update(skip_locked=skip_locked, of=("self",))
+            .select_related("batch")
+            .first()
+        )
+        if hit is None and skip_locked:
+            # Every free HIT may be locked by a concurrent request for a moment: wait for
+            # the first one instead of saying that nothing is free. We hold only our
+            # worker's row, which no holder of a HIT lock waits for: no deadlock.
+            hit = free.select_for_update(of=("self",)).select_related("batch").first()
+        if hit is None:
+            return _Miss.NOTHING_FREE
+        active = _active_count(hit)
+        if active < hit.max_assignments:
+            return _assign(hit, worker, now, active)
+        HIT.objects.filter(pk=hit.pk).update(active_assignments=active)  # the hint was stale
+        return _Miss.FILLED
 
 
 @dataclass(frozen=True)
@@ -195,6 +255,7 @@ def assignment_submit(
         if late:  # recorded, then refused below, outside the transaction
             locked.status = AssignmentStatus.EXPIRED
             locked.save(update_fields=["status"])
+            hits_recount_slots(hit_ids=[locked.hit_id])
         elif locked.status not in (AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED):
             stored = list(locked.judgements.order_by("item__position"))
             return SubmissionResult(
@@ -204,7 +265,7 @@ def assignment_submit(
                 created=False,
             )
         elif locked.status == AssignmentStatus.ACCEPTED:
-            items = {item.pk: item for item in locked.hit.items.all()}
+            items = {item.pk: item for item in HITItem.objects.filter(hit_id=locked.hit_id)}
             judgements = _build_judgements(locked, items, answers, followups_required)
             Judgement.objects.bulk_create(judgements)
             result = golden_check(
@@ -256,6 +317,8 @@ def _apply_golden_policy(
             "feedback",
         ]
     )
+    if assignment.status == AssignmentStatus.REJECTED:
+        hits_recount_slots(hit_ids=[assignment.hit_id])  # the slot is free again
 
 
 def _build_judgements(
@@ -330,6 +393,8 @@ def assignment_review(
         locked.reviewed_at = timezone.now()
         locked.reviewed_by = reviewer
         locked.save(update_fields=["status", "flagged", "feedback", "reviewed_at", "reviewed_by"])
+        if not approve:
+            hits_recount_slots(hit_ids=[locked.hit_id])
     return locked
 
 
@@ -338,8 +403,9 @@ def worker_block(*, worker: Worker, blocked: bool) -> Worker:
     with transaction.atomic():
         Worker.objects.filter(pk=worker.pk).update(is_blocked=blocked)
         if blocked:
-            Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED).update(
-                status=AssignmentStatus.EXPIRED
-            )
+            open_work = Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED)
+            hit_ids = set(open_work.values_list("hit_id", flat=True))
+            open_work.update(status=AssignmentStatus.EXPIRED)
+            hits_recount_slots(hit_ids=hit_ids)
     worker.refresh_from_db()
     return worker

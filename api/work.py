@@ -45,7 +45,7 @@ def _own_assignment(request: Request, assignment_id: int) -> Assignment | None:
     """Return the assignment when it is the requesting worker's; None hides others' work."""
     worker = worker_for_user(user=request.user)
     return (
-        Assignment.objects.select_related("hit__batch")
+        Assignment.objects.select_related("hit__batch", "worker")
         .filter(pk=assignment_id, worker=worker)
         .first()
     )

@@ -31,6 +31,11 @@ class HIT(models.Model):
     max_assignments = models.PositiveSmallIntegerField(
         default=1, help_text="How many different workers judge this HIT."
     )
+    active_assignments = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Assignments holding a slot (accepted, submitted, approved). A hint that "
+        "finds free HITs through an index; the exact count is re-read under the HIT's lock.",
+    )
     external_id = models.CharField(
         max_length=64,
         null=True,
@@ -47,6 +52,14 @@ class HIT(models.Model):
             models.UniqueConstraint(fields=["batch", "index"], name="hit_unique_index"),
             models.CheckConstraint(
                 condition=Q(max_assignments__gte=1), name="hit_max_assignments_positive"
+            ),
+        ]
+        indexes = [
+            # "Next HIT" walks only the HITs with a free slot, in page order.
+            models.Index(
+                fields=["batch", "index"],
+                condition=Q(active_assignments__lt=F("max_assignments")),
+                name="hit_open_slots",
             ),
         ]
 
@@ -178,6 +191,12 @@ class Assignment(models.Model):
                 | Q(status="expired")
                 | Q(submitted_at__isnull=False),
                 name="assignment_submitted_has_time",
+            ),
+        ]
+        indexes = [
+            # Expiry looks at open work only.
+            models.Index(
+                fields=["deadline"], condition=Q(status="accepted"), name="assignment_open_deadline"
             ),
         ]
 

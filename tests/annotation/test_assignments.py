@@ -19,6 +19,7 @@ from django.db.models import Count
 from django.urls import reverse
 
 from annotation.assignments import (
+    ACTIVE_STATUSES,
     AnswerInput,
     SubmissionResult,
     assignment_create,
@@ -26,6 +27,7 @@ from annotation.assignments import (
     assignment_submit,
     assignments_expire,
     hit_assign_next,
+    hits_recount_slots,
     worker_block,
     worker_for_user,
 )
@@ -689,3 +691,36 @@ def test_simultaneous_requests_of_one_worker_share_one_assignment(tiny):
     assert all(isinstance(o, Assignment) for o in outcomes), outcomes
     assert Assignment.objects.filter(worker=worker).count() == 1
     assert {o.pk for o in outcomes} == {Assignment.objects.get(worker=worker).pk}
+
+
+# --- the slot hint ---------------------------------------------------------------------------
+
+
+def slot_hints_match_the_truth() -> bool:
+    exact = {
+        hit.pk: hit.assignments.filter(status__in=ACTIVE_STATUSES).count()
+        for hit in HIT.objects.all()
+    }
+    return dict(HIT.objects.values_list("pk", "active_assignments")) == exact
+
+
+def test_the_slot_hint_follows_every_way_work_takes_or_frees_a_slot(tiny):
+    batch = batch_make(tiny)
+    hits = [hit_make(batch, index, max_assignments=3) for index in range(2)]
+    workers = [worker_make(f"w{i}") for i in range(5)]
+    taken = [take(worker) for worker in workers]
+    assert slot_hints_match_the_truth()
+    submit(taken[0], answers(taken[0].hit, FAILS_TP), policy="approve_or_reject")
+    assert slot_hints_match_the_truth()
+    flagged = taken[1]
+    submit(flagged, answers(flagged.hit, FAILS_TP))
+    assignment_review(assignment=flagged, approve=False, feedback="pair 3 is a match")
+    assert slot_hints_match_the_truth()
+    worker_block(worker=workers[2], blocked=True)
+    assert slot_hints_match_the_truth()
+    assignments_expire(now=T0 + 24 * 60 * MINUTE)
+    assert slot_hints_match_the_truth()
+    HIT.objects.filter(pk=hits[0].pk).update(active_assignments=3)  # drifted: looks full
+    assert hits_recount_slots() == 2
+    assert slot_hints_match_the_truth()
+    assert take(worker_make("late"), now=T0 + 24 * 60 * MINUTE).hit == hits[0]

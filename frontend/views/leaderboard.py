@@ -1,0 +1,101 @@
+"""A release's evaluation leaderboard: every model's metrics, and an upload of rankings."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from annotation.models import Release
+from annotation.services import ServiceError
+from mitl.evaluation import DIRECTIONS, EvaluationError, RankingsByDirection, rankings_parse
+from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
+
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+
+
+class RankingsUploadForm(forms.Form):
+    model_name = forms.CharField(max_length=MODEL_NAME_MAX, label="Model name")
+    rankings = forms.FileField(
+        label="Rankings (JSON)",
+        help_text='{"i2t": {"<image id>": [caption ids, best first]}, "t2i": {"<caption id>": '
+        "[image ids, best first]}}, every query of the release ranked; at most 50 MB.",
+    )
+
+    def clean_rankings(self) -> RankingsByDirection:
+        """Refuse files over the size limit, that are not JSON, or of the wrong shape."""
+        upload = self.cleaned_data["rankings"]
+        if upload.size > MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(
+                f"The file has {upload.size / 2**20:.1f} MB; the limit is "
+                f"{MAX_UPLOAD_BYTES / 2**20:.0f} MB."
+            )
+        try:
+            data = json.loads(upload.read())
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise forms.ValidationError(f"{upload.name} is not valid JSON ({exc}).") from None
+        try:
+            return rankings_parse(data)
+        except EvaluationError as exc:
+            raise forms.ValidationError(f"{upload.name}: {exc}") from None
+
+
+@login_required
+def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
+    """Show every model's metrics on a release; take a new model's rankings by POST."""
+    release = get_object_or_404(Release.objects.select_related("dataset"), pk=release_id)
+    status = 200
+    if request.method == "POST":
+        form = RankingsUploadForm(request.POST, request.FILES)
+        if form.is_valid():
+            try:
+                evaluation = evaluation_submit(
+                    release=release,
+                    model_name=form.cleaned_data["model_name"],
+                    rankings=form.cleaned_data["rankings"],
+                    submitted_by=request.user,
+                )
+            except ServiceError as exc:
+                form.add_error("rankings", str(exc))
+            else:
+                messages.success(request, f"Evaluated {evaluation.model_name}.")
+                return redirect("frontend:leaderboard", release_id=release.pk)
+        status = 400
+    else:
+        form = RankingsUploadForm()
+    board = leaderboard_of(release=release)
+    rows = [
+        {
+            "evaluation": evaluation,
+            "cells": [
+                evaluation.metrics.get(direction, {}).get(metric)
+                for direction in DIRECTIONS
+                for metric in board.metrics
+            ],
+        }
+        for evaluation in board.evaluations
+    ]
+    agreement = [
+        {
+            "direction": direction,
+            "rows": [
+                {"metric": metric, "cells": taus}
+                for metric, taus in zip(board.metrics, board.agreement[direction].tau, strict=True)
+            ],
+        }
+        for direction in DIRECTIONS
+    ]
+    context = {
+        "release": release,
+        "form": form,
+        "directions": DIRECTIONS,
+        "metrics": board.metrics,
+        "rows": rows,
+        "agreement": agreement,
+        "enough_models": len(board.evaluations) >= 2,
+    }
+    return render(request, "frontend/leaderboard.html", context, status=status)

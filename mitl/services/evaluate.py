@@ -1,0 +1,118 @@
+"""Evaluation of models on releases: store each model's metrics, read the leaderboard.
+
+The metrics come from `mitl.evaluation` over the release's directory. The release's dataset
+gives the caption split (captions in import order, each with its own image), so rankings
+of every caption and image also get the COCO 1K/5K recalls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+
+from annotation.models import Caption, Dataset, Evaluation, Release
+from annotation.services import ServiceError
+from mitl.evaluation import (
+    DIRECTIONS,
+    CaptionSplit,
+    EvaluationError,
+    RankingsByDirection,
+    evaluate,
+    metric_keys,
+    rankings_sha256,
+    release_load,
+)
+from mitl.leaderboard import Agreement, metric_agreement
+
+MODEL_NAME_MAX = Evaluation._meta.get_field("model_name").max_length
+
+
+def caption_split_of(*, dataset: Dataset) -> CaptionSplit:
+    """Return the dataset's captions in import order with the image each was written for."""
+    rows = list(
+        Caption.objects.filter(dataset=dataset)
+        .order_by("pk")
+        .values_list("ext_id", "image__ext_id")
+    )
+    return CaptionSplit(
+        caption_ids=[caption for caption, _ in rows], image_ids=[image for _, image in rows]
+    )
+
+
+def evaluation_submit(
+    *,
+    release: Release,
+    model_name: str,
+    rankings: RankingsByDirection,
+    submitted_by: AbstractBaseUser | None = None,
+) -> Evaluation:
+    """Score a model's rankings on a release and store them as its leaderboard row.
+
+    The same rankings again return the stored row untouched; other rankings under the
+    same model name replace its metrics. Bad rankings raise ServiceError, storing nothing.
+    """
+    model_name = model_name.strip()
+    if not model_name or len(model_name) > MODEL_NAME_MAX:
+        raise ServiceError(f"the model name must have 1 to {MODEL_NAME_MAX} characters")
+    checksum = rankings_sha256(rankings)
+    stored = Evaluation.objects.filter(release=release, model_name=model_name).first()
+    if stored is not None and stored.rankings_sha256 == checksum:
+        return stored
+    try:
+        truth = release_load(release.path)
+        split = None
+        if _ranks_beyond_queries(truth.positives, rankings):
+            split = caption_split_of(dataset=release.dataset)
+        metrics = evaluate(truth, rankings, split=split)
+    except EvaluationError as exc:
+        raise ServiceError(str(exc)) from None
+    with transaction.atomic():
+        evaluation, _ = Evaluation.objects.update_or_create(
+            release=release,
+            model_name=model_name,
+            defaults={
+                "metrics": metrics,
+                "rankings_sha256": checksum,
+                "submitted_by": submitted_by,
+            },
+        )
+    return evaluation
+
+
+def _ranks_beyond_queries(
+    positives: dict[str, dict[int, list[int]]], rankings: RankingsByDirection
+) -> bool:
+    """Say whether the rankings hold queries past the release's (a whole split, maybe)."""
+    return any(q not in positives[d] for d in DIRECTIONS for q in rankings[d])
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """Every model's metrics on a release, and how similarly the metrics order the models."""
+
+    evaluations: list[Evaluation]
+    metrics: list[str]  # metric names, in display order
+    agreement: dict[str, Agreement]  # direction -> Kendall tau between metrics
+
+
+def leaderboard_of(*, release: Release) -> Leaderboard:
+    """Return the release's evaluations (by model name) with the metric agreement."""
+    evaluations = list(
+        Evaluation.objects.filter(release=release)
+        .select_related("submitted_by")
+        .order_by("model_name")
+    )
+    metrics: list[str] = []
+    for evaluation in evaluations:
+        for key in metric_keys(evaluation.metrics):
+            if key not in metrics:
+                metrics.append(key)
+    agreement = {
+        direction: metric_agreement(
+            {e.model_name: e.metrics.get(direction, {}) for e in evaluations}, metrics
+        )
+        for direction in DIRECTIONS
+    }
+    return Leaderboard(evaluations=evaluations, metrics=metrics, agreement=agreement)
