@@ -5,18 +5,20 @@ Every function is one transaction; arguments are keyword-only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from django.core.files import File
+from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from PIL import Image as PILImage
-from PIL import UnidentifiedImageError
 
+from .image_sources import FolderImageSource, ImageSource, name_problem
 from .importers import (
+    CaptionRow,
     ImportFileError,
-    parse_captions_tsv,
+    parse_captions,
     parse_eccv_positives,
     parse_labels_json,
 )
@@ -50,41 +52,132 @@ def dataset_import_tsv(
     meta: dict | None = None,
     progress: ProgressCallback | None = None,
 ) -> Dataset:
-    """Import a captions TSV (and optionally its image files and labels) as a new dataset.
+    """Import a captions TSV, optionally with a folder of images and labels (`dataset_import`)."""
+    return dataset_import(
+        name=name,
+        captions_path=captions_path,
+        images=FolderImageSource(images_dir) if images_dir else None,
+        labels_path=labels_path,
+        description=description,
+        meta=meta,
+        progress=progress,
+    )
 
-    Everything is validated before anything is written; the import either completes or
-    leaves no row and no stored file behind. The caption-to-image links become the
-    `original` positive set.
+
+_DATASET_NAME = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")  # Dataset.name is a SlugField
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """What a dataset import will write, read and checked before anything is written."""
+
+    rows: list[CaptionRow]
+    files: dict[int, str]  # image id → file name, in the file's order
+    labels: dict[int, list[str]]
+
+
+def dataset_import_check(
+    *,
+    name: str,
+    captions_path: Path,
+    format: str = "tsv",
+    images: ImageSource | None = None,
+    labels_path: Path | None = None,
+    split: str | None = None,
+) -> DatasetPlan:
+    """Read and check a dataset import without writing anything.
+
+    Refuses a taken or malformed name, a bad captions or labels file (naming file, line
+    and field), labels of unknown images, and image files that are missing from `images`
+    or whose names would leave the dataset's folder. Image contents are checked later,
+    as each file is read.
     """
+    if not _DATASET_NAME.match(name):
+        raise ServiceError(
+            f"dataset name must be 1-100 letters, digits, hyphens or underscores, got {name!r}"
+        )
     if Dataset.objects.filter(name=name).exists():
         raise ServiceError(f"dataset {name!r} already exists; choose another name")
-    rows = parse_captions_tsv(captions_path)
+    rows = parse_captions(captions_path, format=format, split=split)
     labels = parse_labels_json(labels_path) if labels_path else {}
-    images = {row.image_id: row.file_name for row in rows}
-    unknown_labels = sorted(set(labels) - set(images))
+    files = {row.image_id: row.file_name for row in rows}
+    unknown_labels = sorted(set(labels) - set(files))
     if unknown_labels:
         raise ImportFileError(f"{labels_path}: labels for unknown image id {unknown_labels[0]}")
-    sources = _image_sources(images, images_dir, name) if images_dir else {}
+    if images is not None:
+        for image_id, file_name in files.items():
+            problem = name_problem(file_name)
+            if problem:
+                what = "escapes the image folder" if "escapes" in problem else problem
+                raise ImportFileError(f"{images.label}: file_name {file_name!r} {what}")
+            if len(f"images/{name}/{file_name}") > FILE_NAME_MAX:
+                raise ImportFileError(
+                    f"{images.label}: file_name {file_name[:40]!r}… (image_id {image_id}) is "
+                    f"too long to store (at most {FILE_NAME_MAX} characters with the dataset "
+                    "folder)"
+                )
+            if not images.contains(file_name):
+                raise ImportFileError(
+                    f"{images.label}: image file {file_name!r} (image_id {image_id}) is missing"
+                )
+    return DatasetPlan(rows=rows, files=files, labels=labels)
+
+
+def dataset_import(
+    *,
+    name: str,
+    captions_path: Path,
+    format: str = "tsv",
+    images: ImageSource | None = None,
+    labels_path: Path | None = None,
+    split: str | None = None,
+    description: str = "",
+    meta: dict | None = None,
+    progress: ProgressCallback | None = None,
+) -> Dataset:
+    """Import captions (tsv, coco or karpathy; `split` keeps one Karpathy split) as a dataset.
+
+    Images are optional: without them the dataset is text-only. Everything that can be
+    checked up front is (`dataset_import_check`); image files are then checked and stored
+    one by one (progress counts images), and the rows written in one transaction. The
+    import either completes or leaves no row and no stored file behind, on local disk as
+    on S3. The caption-to-image links become the `original` positive set.
+    """
+    plan = dataset_import_check(
+        name=name,
+        captions_path=captions_path,
+        format=format,
+        images=images,
+        labels_path=labels_path,
+        split=split,
+    )
     stored: list[str] = []
     try:
+        # Files first, outside the transaction: a long upload must not hold database locks,
+        # and progress written meanwhile is visible to others.
+        files: dict[int, str] = {}
+        for done, (image_id, file_name) in enumerate(plan.files.items(), start=1):
+            if images is not None:
+                data = images.read(file_name)
+                saved = default_storage.save(
+                    f"images/{name}/{file_name}", ContentFile(data), max_length=FILE_NAME_MAX
+                )
+                stored.append(saved)
+                files[image_id] = saved
+            if progress:
+                progress(done, len(plan.files))
         with transaction.atomic():
             dataset = Dataset.objects.create(name=name, description=description, meta=meta or {})
             image_rows = []
-            for done, (image_id, file_name) in enumerate(images.items(), start=1):
+            for image_id, file_name in plan.files.items():
                 image = Image(
                     dataset=dataset,
                     ext_id=image_id,
                     file_name=file_name,
-                    labels=labels.get(image_id, []),
+                    labels=plan.labels.get(image_id, []),
                 )
-                if image_id in sources:
-                    with sources[image_id].open("rb") as handle:
-                        saved = default_storage.save(f"images/{name}/{file_name}", File(handle))
-                    stored.append(saved)
-                    image.file.name = saved
+                image.file.name = files.get(image_id, "")
                 image_rows.append(image)
-                if progress:
-                    progress(done, len(images))
             Image.objects.bulk_create(image_rows, batch_size=1000)
             pk_of = dict(Image.objects.filter(dataset=dataset).values_list("ext_id", "pk"))
             Caption.objects.bulk_create(
@@ -95,7 +188,7 @@ def dataset_import_tsv(
                         image_id=pk_of[r.image_id],
                         text=r.text,
                     )
-                    for r in rows
+                    for r in plan.rows
                 ],
                 batch_size=2000,
             )
@@ -119,34 +212,6 @@ def dataset_import_tsv(
             default_storage.delete(saved)
         raise
     return dataset
-
-
-def _image_sources(images: dict[int, str], images_dir: Path, dataset: str) -> dict[int, Path]:
-    """Find and check every image file before the import writes anything."""
-    if not images_dir.is_dir():
-        raise ImportFileError(f"{images_dir}: not a directory")
-    root = images_dir.resolve()
-    sources: dict[int, Path] = {}
-    for image_id, file_name in images.items():
-        if len(f"images/{dataset}/{file_name}") > FILE_NAME_MAX:
-            raise ImportFileError(
-                f"{images_dir}: file_name {file_name[:40]!r}… (image_id {image_id}) is too long "
-                f"to store (at most {FILE_NAME_MAX} characters with the dataset folder)"
-            )
-        path = (images_dir / file_name).resolve()
-        if root not in path.parents:
-            raise ImportFileError(f"{images_dir}: file_name {file_name!r} escapes the image folder")
-        if not path.is_file():
-            raise ImportFileError(
-                f"{images_dir}: image file {file_name!r} (image_id {image_id}) is missing"
-            )
-        try:
-            with PILImage.open(path) as picture:
-                picture.verify()
-        except (UnidentifiedImageError, OSError) as exc:
-            raise ImportFileError(f"{path}: not a readable image ({exc})") from exc
-        sources[image_id] = path
-    return sources
 
 
 def positives_import_eccv(

@@ -3,25 +3,40 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.importers import ImportFileError
-from annotation.services import ServiceError, dataset_import_tsv
+from annotation.image_sources import image_source_open
+from annotation.importers import CAPTION_FORMATS, ImportFileError
+from annotation.services import ServiceError, dataset_import
 
 
 class Command(BaseCommand):
     help = (
         "Import a dataset of captions (and optionally image files and object labels). "
-        "The TSV has the header caption_id, image_id, file_name, caption; each caption's "
-        "link to its image becomes the `original` positive set. Without --images the "
-        "dataset is text-only."
+        "Captions come as a TSV with the header caption_id, image_id, file_name, caption "
+        "(--format tsv), a COCO captions JSON with images and annotations (--format coco) or "
+        "Karpathy's dataset_coco.json (--format karpathy, optionally one --split); each "
+        "caption's link to its image becomes the `original` positive set. Images come from "
+        "a folder, a zip file or s3://bucket/prefix; without --images the dataset is "
+        "text-only. The import completes or leaves nothing behind."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="unique dataset name (a slug, e.g. coco5k)")
         parser.add_argument("--captions", required=True, type=Path, help="captions file")
-        parser.add_argument("--format", default="tsv", choices=["tsv"], help="captions format")
-        parser.add_argument("--images", type=Path, help="folder holding the image files")
+        parser.add_argument(
+            "--format", default="tsv", choices=CAPTION_FORMATS, help="captions format (tsv)"
+        )
+        parser.add_argument(
+            "--split",
+            help="with --format karpathy: import only the images of this split (e.g. test)",
+        )
+        parser.add_argument(
+            "--images",
+            help="the image files: a folder, a .zip file or s3://bucket/prefix (credentials "
+            "from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, endpoint from STORAGE_ENDPOINT_URL)",
+        )
         parser.add_argument("--labels", type=Path, help='JSON {"<image id>": ["label", ...]}')
         parser.add_argument("--description", default="", help="free text shown with the dataset")
         parser.add_argument(
@@ -34,17 +49,31 @@ class Command(BaseCommand):
         meta = {}
         if options["synthetic_meta"]:
             meta["synthetic"] = json.loads(Path(options["synthetic_meta"]).read_text())
+        if options["split"] and options["format"] != "karpathy":
+            raise CommandError("--split applies to --format karpathy only")
+        images = None
         try:
-            dataset = dataset_import_tsv(
+            if options["images"]:
+                images = image_source_open(
+                    options["images"],
+                    endpoint_url=settings.STORAGE_ENDPOINT_URL,
+                    region=settings.STORAGE_REGION,
+                )
+            dataset = dataset_import(
                 name=options["name"],
                 captions_path=options["captions"],
-                images_dir=options["images"],
+                format=options["format"],
+                images=images,
                 labels_path=options["labels"],
+                split=options["split"],
                 description=options["description"],
                 meta=meta,
             )
         except (ImportFileError, ServiceError) as exc:
             raise CommandError(str(exc)) from exc
+        finally:
+            if images is not None:
+                images.close()
         self.stdout.write(
             f"imported dataset {dataset.name!r}: {dataset.images.count()} images, "
             f"{dataset.captions.count()} captions"
