@@ -1,18 +1,33 @@
-"""Thin API views; the REST API issue grows these into DRF viewsets."""
+"""Public views: the health check (load balancers and scripts poll it), and the API's 404."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import connection
-from rest_framework.decorators import api_view, permission_classes
-from rest_framework.permissions import AllowAny, IsAdminUser
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework import exceptions, serializers
+from rest_framework.decorators import api_view, permission_classes, schema
+from rest_framework.permissions import AllowAny
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation.models import Batch
-from annotation.selectors import batch_progress
+
+class HealthSerializer(serializers.Serializer):
+    healthy = serializers.BooleanField()
+    checks = serializers.DictField(
+        child=serializers.CharField(), help_text="database, broker: ok or the error."
+    )
 
 
+@extend_schema(
+    tags=["health"],
+    responses={
+        200: HealthSerializer,
+        503: OpenApiResponse(HealthSerializer, description="A check failed."),
+    },
+)
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def health(request: Request) -> Response:
@@ -39,22 +54,27 @@ def health(request: Request) -> Response:
     return Response({"healthy": healthy, "checks": checks}, status=200 if healthy else 503)
 
 
-@api_view(["GET"])
-@permission_classes([IsAdminUser])
-def batch_detail(request: Request, batch_id: int) -> Response:
-    """Return a batch's state and per-stage progress."""
-    batch = Batch.objects.filter(pk=batch_id).first()
-    if batch is None:
-        return Response({"detail": f"batch {batch_id} does not exist"}, status=404)
-    return Response(
-        {
-            "id": batch.pk,
-            "name": batch.name,
-            "dataset": batch.dataset.name,
-            "state": batch.state,
-            "error": batch.error,
-            "config": batch.config,
-            "progress": batch_progress(batch=batch),
-            "reports": batch.reports,
-        }
-    )
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+@permission_classes([AllowAny])
+@schema(None)
+def not_found(request: Request) -> Response:
+    """Answer an unknown /api/ path with a JSON 404 (the one error format)."""
+    raise exceptions.NotFound(f"no API endpoint at {request.path}")
+
+
+class JsonErrors:
+    """Render errors as JSON even on views whose pages are YAML or HTML (schema, docs)."""
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return response
+
+
+class SchemaView(JsonErrors, SpectacularAPIView):
+    """The OpenAPI 3 schema (YAML; `?format=json` for JSON), for logged-in accounts."""
+
+
+class DocsView(JsonErrors, SpectacularSwaggerView):
+    """Swagger UI over the schema, served from drf-spectacular-sidecar (no CDN)."""

@@ -1,11 +1,18 @@
-"""Annotator endpoints: take the next HIT, read it, submit it. Workers see only their own."""
+"""Annotator endpoints: take the next HIT, read it, submit it. Workers see only their own.
+
+Any logged-in account works here as a worker (staff too); another worker's assignment is
+a 404, so nobody learns that it exists.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import django_filters
+from django.db.models import QuerySet
 from django.urls import reverse
-from rest_framework import serializers, status
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,7 +23,7 @@ from annotation.assignments import (
     hit_assign_next,
     worker_for_user,
 )
-from annotation.models import Assignment
+from annotation.models import Assignment, AssignmentStatus
 from annotation.selectors import assignment_page
 from annotation.services import ServiceError
 from mitl.judgements import OTHER_TEXT_MAX, SHORTCOMINGS, WRONG_CONCEPTS, Level
@@ -41,6 +48,69 @@ class SubmissionSerializer(serializers.Serializer):
     answers = AnswerSerializer(many=True, allow_empty=False)
 
 
+class PageItemSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The HIT item: answer it by this id.")
+    position = serializers.IntegerField(help_text="Order on the page, from 0.")
+    image_url = serializers.CharField(allow_null=True, help_text="Null for text-only datasets.")
+    caption = serializers.CharField()
+
+
+class AssignmentPageSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    hit = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AssignmentStatus.choices)
+    deadline = serializers.DateTimeField(allow_null=True)
+    followups = serializers.BooleanField(help_text="Whether the middle answers need a reason.")
+    items = PageItemSerializer(many=True, help_text="Every pair, in page order, no roles.")
+    submit_url = serializers.CharField()
+
+
+class SubmitResultSerializer(serializers.Serializer):
+    assignment = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AssignmentStatus.choices)
+    created = serializers.BooleanField(help_text="False when this repeats a stored submission.")
+    judgements = serializers.IntegerField()
+    golden_passed = serializers.BooleanField(allow_null=True)
+    next = serializers.CharField(help_text="The page to go to next.")
+
+
+class OwnAssignmentSerializer(serializers.ModelSerializer):
+    """One of the caller's assignments; nothing that tells golden pairs apart."""
+
+    class Meta:
+        model = Assignment
+        fields = [
+            "id",
+            "hit",
+            "status",
+            "accepted_at",
+            "deadline",
+            "submitted_at",
+            "reviewed_at",
+            "feedback",
+        ]
+
+
+class OwnAssignmentFilter(django_filters.FilterSet):
+    class Meta:
+        model = Assignment
+        fields = ["status"]
+
+
+@extend_schema(tags=["work"])
+class AssignmentListView(generics.ListAPIView):
+    """The caller's own assignments, newest first; filter by `status`."""
+
+    serializer_class = OwnAssignmentSerializer
+    filterset_class = OwnAssignmentFilter
+
+    def get_queryset(self) -> QuerySet[Assignment]:
+        if getattr(self, "swagger_fake_view", False):  # the schema generator has no user
+            return Assignment.objects.none()
+        worker = worker_for_user(user=self.request.user)
+        return Assignment.objects.filter(worker=worker).order_by("-accepted_at", "-pk")
+
+
 def _own_assignment(request: Request, assignment_id: int) -> Assignment | None:
     """Return the assignment when it is the requesting worker's; None hides others' work."""
     worker = worker_for_user(user=request.user)
@@ -55,6 +125,14 @@ def _not_found(assignment_id: int) -> Response:
     return Response({"detail": f"assignment {assignment_id} not found"}, status=404)
 
 
+@extend_schema(
+    tags=["work"],
+    request=None,
+    responses={
+        200: AssignmentPageSerializer,
+        204: OpenApiResponse(description="No HIT is free right now."),
+    },
+)
 @api_view(["POST"])
 def assignment_next(request: Request) -> Response:
     """Give the caller its open assignment, or the next free HIT (204 when there is none)."""
@@ -68,6 +146,7 @@ def assignment_next(request: Request) -> Response:
     return Response(_payload(assignment), status=200)
 
 
+@extend_schema(tags=["work"], responses=AssignmentPageSerializer)
 @api_view(["GET"])
 def assignment_detail(request: Request, assignment_id: int) -> Response:
     """Return one of the caller's assignments with its pairs, in page order."""
@@ -77,6 +156,14 @@ def assignment_detail(request: Request, assignment_id: int) -> Response:
     return Response(_payload(assignment))
 
 
+@extend_schema(
+    tags=["work"],
+    request=SubmissionSerializer,
+    responses={
+        201: SubmitResultSerializer,
+        200: OpenApiResponse(SubmitResultSerializer, description="Already submitted: stored."),
+    },
+)
 @api_view(["POST"])
 def assignment_submit_view(request: Request, assignment_id: int) -> Response:
     """Store the caller's answers for a whole HIT; a repeated submit returns the stored result."""
@@ -84,8 +171,7 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
     if assignment is None:
         return _not_found(assignment_id)
     serializer = SubmissionSerializer(data=request.data)
-    if not serializer.is_valid():
-        return Response({"detail": "invalid submission", "errors": serializer.errors}, status=400)
+    serializer.is_valid(raise_exception=True)  # a 400 naming the field (api/errors.py)
     answers = [
         AnswerInput(
             item_id=answer["item"],

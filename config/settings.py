@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc files served locally, no CDN
     "annotation",
     "mitl",
     "api",
@@ -116,8 +117,37 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "static"))
+# WhiteNoise also serves straight from the apps' static folders, so gunicorn without a
+# `collectstatic` (a local run, the benchmarks) still has its CSS and JS.
+WHITENOISE_USE_FINDERS = True
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
+
+# Media (image files): the local disk under MEDIA_ROOT, or an S3-compatible bucket when
+# STORAGE_BUCKET is set (AWS S3, or MinIO through STORAGE_ENDPOINT_URL). Credentials come
+# only from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), read by boto3.
+STORAGE_BUCKET = os.environ.get("STORAGE_BUCKET", "")
+STORAGE_ENDPOINT_URL = os.environ.get("STORAGE_ENDPOINT_URL") or None
+STORAGE_REGION = os.environ.get("STORAGE_REGION") or None
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+if STORAGE_BUCKET:
+    STORAGES["default"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": STORAGE_BUCKET,
+            "endpoint_url": STORAGE_ENDPOINT_URL,
+            "region_name": STORAGE_REGION,
+            # A taken name gets a new one: one import never overwrites (or, cleaning up
+            # after a failure, deletes) another's files.
+            "file_overwrite": False,
+            "querystring_auth": True,  # private objects, signed URLs
+            # S3-compatible servers rarely have per-bucket DNS names.
+            "addressing_style": "path" if STORAGE_ENDPOINT_URL else None,
+        },
+    }
 
 # Where releases are written: RELEASES_DIR/<name>/<version>/.
 RELEASES_DIR = Path(os.environ.get("RELEASES_DIR", VAR_DIR / "releases"))
@@ -137,19 +167,53 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # overdue work on the spot, so the schedule only keeps the counts honest between requests.
 CELERY_BEAT_SCHEDULE = {
     "expire-assignments": {"task": "annotation.expire_assignments", "schedule": 60.0},
+    # Approve/reject on MTurk what the platform decided, for every batch with published HITs.
+    "mturk-sync": {"task": "annotation.mturk_sync", "schedule": 300.0},
 }
 
+# Amazon Mechanical Turk (docs/mturk.md). The public HTTPS address of this platform, used in
+# each HIT's ExternalQuestion; AWS credentials come from boto3's own chain, never from here.
+MTURK_EXTERNAL_BASE_URL = os.environ.get("MTURK_EXTERNAL_BASE_URL", "")
+# Extra `turkSubmitTo` origins (a local stand-in for MTurk), honoured only with DEBUG on.
+MTURK_ALLOWED_SUBMIT_HOSTS = _env_list("MTURK_ALLOWED_SUBMIT_HOSTS", "") if DEBUG else []
+
+# Sessions are read from the process's cache first: one query less per request.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "frontend:work"
 LOGOUT_REDIRECT_URL = "login"
 
+# The REST API (docs/api.md). Token first: an anonymous request then gets a 401 that names
+# the scheme (`WWW-Authenticate: Token`) rather than a bare 403.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "api.schema.ApiAutoSchema",
+    "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MITL curation API",
+    "DESCRIPTION": "Datasets, batches, crowd work, reviews, releases and evaluations. "
+    'Every error is {"detail": message, "errors": {field: [messages]}} (errors only '
+    "for invalid input). See docs/api.md.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "COMPONENT_SPLIT_REQUEST": True,  # request bodies without the read-only fields
+    "ENUM_NAME_OVERRIDES": {
+        "AssignmentStatusEnum": "annotation.models.AssignmentStatus",
+        "BatchStateEnum": "annotation.models.BatchState",
+        "ImportStatusEnum": "annotation.models.ImportStatus",
+    },
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

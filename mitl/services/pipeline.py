@@ -6,7 +6,8 @@
 chain them); `annotating` waits for people (or the simulated crowd) and ends when every
 HIT has its approved assignments, or when an admin closes it early. A state names the
 stage that runs next; a failed stage keeps its state and records the error, so running
-it again resumes where it stopped.
+it again resumes where it stopped. An admin may cancel a batch before it is released
+(`batch_cancel`); a cancelled batch runs nothing any more.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, F, Q
 
-from annotation.models import HIT, AssignmentStatus, Batch, BatchState, Dataset, MachineAnnotator
+from annotation.models import (
+    HIT,
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    BatchState,
+    Dataset,
+    MachineAnnotator,
+)
 from annotation.services import ServiceError
 from mitl.config import BatchConfig, parse_batch_config
 
@@ -78,6 +87,9 @@ def batch_create(*, dataset: Dataset, name: str, raw_config: Mapping[str, Any]) 
 
 
 def next_state(state: str) -> str:
+    """Return the state after `state`; a cancelled batch stays cancelled."""
+    if state == BatchState.CANCELLED:
+        return BatchState.CANCELLED
     return STAGE_ORDER[STAGE_ORDER.index(state) + 1]
 
 
@@ -92,6 +104,28 @@ def batch_start(*, batch: Batch) -> Batch:
         if not updated:
             raise ServiceError(f"batch {batch.pk} has already started (state {batch.state})")
         transaction.on_commit(lambda: run_stage.delay(batch.pk, BatchState.RETRIEVING))
+    batch.refresh_from_db()
+    return batch
+
+
+def batch_cancel(*, batch: Batch) -> Batch:
+    """Stop a batch for good: no stage runs any more and its open HITs are withdrawn.
+
+    A released or already cancelled batch is refused. A stage running at this moment
+    finishes its current write but cannot move the batch on (every move is conditional on
+    the state). Accepted work expires, so its workers are offered other HITs instead of
+    resuming it; submitted work stays and can still be reviewed.
+    """
+    with transaction.atomic():
+        locked = Batch.objects.select_for_update().get(pk=batch.pk)
+        if locked.state in (BatchState.RELEASED, BatchState.CANCELLED):
+            raise ServiceError(f"batch {batch.pk} is {locked.state}; it cannot be cancelled")
+        Batch.objects.filter(pk=batch.pk).update(state=BatchState.CANCELLED)
+        # The HITs of a cancelled batch are never handed out again, so their slot counts
+        # no longer matter; only the workers' open assignments must end.
+        Assignment.objects.filter(hit__batch=locked, status=AssignmentStatus.ACCEPTED).update(
+            status=AssignmentStatus.EXPIRED
+        )
     batch.refresh_from_db()
     return batch
 
@@ -143,6 +177,8 @@ def stage_advance(
             f"{stage!r} is not a stage that can run (stages: {', '.join(RUNNABLE_STAGES)})"
         )
     batch = Batch.objects.select_related("dataset").get(pk=batch_id)
+    if batch.state == BatchState.CANCELLED:
+        return False  # stopped by an admin: nothing runs any more
     if STAGE_ORDER.index(batch.state) > STAGE_ORDER.index(stage):
         return False
     if batch.state != stage:
@@ -244,7 +280,7 @@ def batch_run_until(
             state=BatchState.RETRIEVING
         )
         state = BatchState.RETRIEVING
-    while STAGE_ORDER.index(state) < STAGE_ORDER.index(until):
+    while state != BatchState.CANCELLED and STAGE_ORDER.index(state) < STAGE_ORDER.index(until):
         new_state = stage_run(batch_id=batch_id, stage=state, listener=listener, force=force)
         if new_state == state:  # annotating, waiting for people
             break

@@ -66,6 +66,8 @@ class Command(BaseCommand):
                 bars(row.stage, row.done, row.total)
             if batch.error:
                 raise CommandError(f"batch {batch.pk} failed: {batch.error}")
+            if batch.state == BatchState.CANCELLED:
+                raise CommandError(f"batch {batch.pk} was cancelled")
             if STAGE_ORDER.index(batch.state) >= until_index or (
                 batch.state == BatchState.ANNOTATING and not options["force"]
             ):

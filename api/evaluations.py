@@ -1,0 +1,122 @@
+"""Evaluations (any logged-in account): submit a model's rankings on a release, read the board."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation.models import Evaluation, Release
+from annotation.services import ServiceError
+from mitl.evaluation import DIRECTIONS, EvaluationError, rankings_parse
+from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
+
+METRICS_HELP = (
+    '{"i2t": {"recall@1": …, "r_precision": …, "map_at_r": …, "ndcg@10": …, "queries": …}, '
+    '"t2i": {…}}; a metric over no query is null.'
+)
+
+
+class EvaluationSerializer(serializers.ModelSerializer):
+    metrics = serializers.JSONField(help_text=METRICS_HELP)
+
+    class Meta:
+        model = Evaluation
+        fields = ["id", "release", "model_name", "metrics", "rankings_sha256", "created_at"]
+
+
+class AgreementSerializer(serializers.Serializer):
+    metrics = serializers.ListField(child=serializers.CharField())
+    tau = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
+        help_text="Kendall τ-b between the model orderings of every two metrics.",
+    )
+    models = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField()),
+        help_text="How many models each τ is over.",
+    )
+
+
+class LeaderboardSerializer(serializers.Serializer):
+    release = serializers.IntegerField()
+    metrics = serializers.ListField(child=serializers.CharField(), help_text="Display order.")
+    evaluations = EvaluationSerializer(many=True)
+    agreement = serializers.DictField(child=AgreementSerializer(), help_text="Per direction.")
+
+
+class RankingsSubmissionSerializer(serializers.Serializer):
+    model_name = serializers.CharField(max_length=MODEL_NAME_MAX)
+    rankings = serializers.JSONField(
+        help_text='{"i2t": {"<image id>": [caption ids, best first]}, "t2i": {"<caption id>": '
+        "[image ids, best first]}}, every query of the release ranked."
+    )
+
+    def validate_rankings(self, value: Any) -> dict[str, dict[int, list[int]]]:
+        try:
+            return rankings_parse(value)
+        except EvaluationError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+@extend_schema(tags=["evaluations"])
+class ReleaseEvaluationsView(APIView):
+    """A release's leaderboard, and scoring a model on it."""
+
+    @extend_schema(responses=LeaderboardSerializer)
+    def get(self, request: Request, release_id: int) -> Response:
+        """Every model's metrics on the release, and how alike the metrics order them."""
+        release = get_object_or_404(Release, pk=release_id)
+        board = leaderboard_of(release=release)
+        body = {
+            "release": release.pk,
+            "metrics": board.metrics,
+            "evaluations": board.evaluations,
+            "agreement": {
+                direction: {
+                    "metrics": board.agreement[direction].metrics,
+                    "tau": board.agreement[direction].tau,
+                    "models": board.agreement[direction].models,
+                }
+                for direction in DIRECTIONS
+            },
+        }
+        return Response(LeaderboardSerializer(body).data)
+
+    @extend_schema(
+        request=RankingsSubmissionSerializer,
+        responses={
+            201: EvaluationSerializer,
+            200: OpenApiResponse(
+                EvaluationSerializer,
+                description="The model already had a row: the same rankings return it "
+                "unchanged, other rankings replace its metrics.",
+            ),
+        },
+    )
+    def post(self, request: Request, release_id: int) -> Response:
+        """Score a model's rankings on the release and store its leaderboard row."""
+        release = get_object_or_404(Release.objects.select_related("dataset"), pk=release_id)
+        serializer = RankingsSubmissionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        existed = Evaluation.objects.filter(
+            release=release, model_name=data["model_name"].strip()
+        ).exists()
+        try:
+            evaluation = evaluation_submit(
+                release=release,
+                model_name=data["model_name"],
+                rankings=data["rankings"],
+                submitted_by=request.user,
+            )
+        except ServiceError as exc:  # the name was checked above: the rankings do not fit
+            raise serializers.ValidationError({"rankings": [str(exc)]}) from None
+        return Response(
+            EvaluationSerializer(evaluation).data,
+            status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+        )

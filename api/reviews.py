@@ -1,0 +1,129 @@
+"""Reviews (staff only): submitted work waiting for a person, its answers, approve or reject."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotation.assignments import assignment_review
+from annotation.models import Assignment
+from annotation.selectors import assignment_review_rows, review_queue
+
+from .permissions import IsStaff
+
+# The queue as the review page reads it (flagged first, oldest first); pages slice it.
+REVIEW_QUEUE_MAX = 1000
+
+
+class ReviewSerializer(serializers.ModelSerializer):
+    worker = serializers.StringRelatedField(help_text="source:external id, e.g. platform:ann")
+    batch = serializers.IntegerField(source="hit.batch_id")
+    batch_name = serializers.CharField(source="hit.batch.name")
+
+    class Meta:
+        model = Assignment
+        fields = [
+            "id",
+            "hit",
+            "batch",
+            "batch_name",
+            "worker",
+            "status",
+            "flagged",
+            "golden_passed",
+            "accepted_at",
+            "submitted_at",
+            "reviewed_at",
+            "feedback",
+        ]
+
+
+class ReviewRowSerializer(serializers.Serializer):
+    position = serializers.IntegerField(help_text="1-based position on the HIT page.")
+    item_id = serializers.IntegerField()
+    role = serializers.CharField(help_text="task, golden_tp or golden_tn.")
+    image = serializers.IntegerField(source="image.ext_id", help_text="Image ext_id.")
+    image_url = serializers.SerializerMethodField()
+    caption = serializers.CharField()
+    answer = serializers.CharField()
+    expected = serializers.CharField(allow_null=True, help_text="Golden pairs only.")
+    golden_ok = serializers.BooleanField(allow_null=True, help_text="Golden pairs only.")
+    shortcomings = serializers.ListField(child=serializers.CharField())
+    wrong_concepts = serializers.ListField(child=serializers.CharField())
+    other_text = serializers.CharField(allow_blank=True)
+    elapsed_s = serializers.FloatField()
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_image_url(self, row: dict[str, Any]) -> str | None:
+        image = row["image"]
+        return image.file.url if image.file else None
+
+
+class ReviewDetailSerializer(ReviewSerializer):
+    rows = serializers.SerializerMethodField()
+
+    class Meta(ReviewSerializer.Meta):
+        fields = [*ReviewSerializer.Meta.fields, "rows"]
+
+    @extend_schema_field(ReviewRowSerializer(many=True))
+    def get_rows(self, assignment: Assignment) -> list[dict[str, Any]]:
+        return ReviewRowSerializer(assignment_review_rows(assignment=assignment), many=True).data
+
+
+class ReviewDecisionSerializer(serializers.Serializer):
+    feedback = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="What the worker reads; required to reject.",
+    )
+
+
+@extend_schema(tags=["reviews"])
+class ReviewViewSet(viewsets.ReadOnlyModelViewSet):
+    """Submitted work beside the golden truth; approving or rejecting it (staff)."""
+
+    permission_classes = [IsStaff]
+    filterset_class = None
+    queryset = Assignment.objects.select_related("worker", "hit__batch").order_by("pk")
+
+    def get_serializer_class(self) -> type[serializers.Serializer]:
+        return ReviewDetailSerializer if self.action == "retrieve" else ReviewSerializer
+
+    def list(self, request: Request) -> Response:
+        """Submissions waiting for a person: flagged first (failed golden check), oldest first."""
+        page = self.paginate_queryset(review_queue(limit=REVIEW_QUEUE_MAX))
+        return self.get_paginated_response(ReviewSerializer(page, many=True).data)
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """One assignment's answers, each beside the golden truth where there is one."""
+        return Response(ReviewDetailSerializer(self.get_object()).data)
+
+    @extend_schema(request=ReviewDecisionSerializer, responses=ReviewSerializer)
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str) -> Response:
+        """Approve submitted work (400 when it is not waiting for review)."""
+        return self._decide(request, approve=True)
+
+    @extend_schema(request=ReviewDecisionSerializer, responses=ReviewSerializer)
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str) -> Response:
+        """Reject submitted work; `feedback` says why. Its slot on the HIT opens again."""
+        return self._decide(request, approve=False)
+
+    def _decide(self, request: Request, *, approve: bool) -> Response:
+        assignment = self.get_object()
+        decision = ReviewDecisionSerializer(data=request.data)
+        decision.is_valid(raise_exception=True)
+        reviewed = assignment_review(
+            assignment=assignment,
+            approve=approve,
+            feedback=decision.validated_data["feedback"],
+            reviewer=request.user,
+        )
+        return Response(ReviewSerializer(self.get_queryset().get(pk=reviewed.pk)).data)

@@ -1,0 +1,49 @@
+"""OpenAPI generation: every operation documents the error responses it can give."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.openapi import AutoSchema
+from rest_framework.permissions import AllowAny
+
+from .errors import ErrorSerializer
+
+_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_DESCRIPTIONS = {
+    "400": "Invalid input (`errors` names the fields) or a refused action.",
+    "401": "Not logged in: send `Authorization: Token <key>` or a session cookie.",
+    "403": "Logged in, but this account may not do this (e.g. staff only).",
+    "404": "No such object, or not one of yours.",
+}
+
+
+class ApiAutoSchema(AutoSchema):
+    """Add the shared error body for 400 (writes), 401/403 (non-public) and 404 (by id)."""
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None:
+            return None
+        error = self.resolve_serializer(ErrorSerializer, "response").ref
+        responses = operation.setdefault("responses", {})
+        for code in self._error_codes():
+            responses.setdefault(
+                code,
+                {
+                    "description": _DESCRIPTIONS[code],
+                    "content": {"application/json": {"schema": error}},
+                },
+            )
+        return operation
+
+    def _error_codes(self) -> list[str]:
+        codes = []
+        if self.method in _WRITE_METHODS:
+            codes.append("400")
+        permissions = self.view.get_permissions()
+        if not all(isinstance(permission, AllowAny) for permission in permissions):
+            codes += ["401", "403"]
+        if "{" in self.path:
+            codes.append("404")
+        return codes

@@ -1,0 +1,80 @@
+"""One error format for every error: {"detail": message} plus "errors" for invalid input."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework import serializers
+
+from api.errors import first_message
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_validation_error_names_every_field_and_sums_up_the_first(staff, dataset):
+    response = staff.post("/api/batches/", {"name": ""}, format="json")
+
+    assert response.status_code == 400
+    body = response.json()
+    assert set(body) == {"detail", "errors"}
+    assert set(body["errors"]) == {"dataset", "name", "config"}
+    assert body["detail"] == "dataset: This field is required."
+
+
+def test_a_refused_service_call_is_a_400_with_its_message(staff, batch):
+    staff.post(f"/api/batches/{batch.pk}/start/")
+    response = staff.post(f"/api/batches/{batch.pk}/start/")
+
+    assert response.status_code == 400
+    assert response.json() == {"detail": f"batch {batch.pk} has already started (state retrieving)"}
+
+
+def test_an_unknown_object_is_a_404_in_the_same_format(staff, db):
+    response = staff.get("/api/batches/12345/")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "No Batch matches the given query."}
+
+
+def test_an_unknown_api_path_is_a_json_404_not_an_html_page(ann):
+    response = ann.get("/api/no-such-thing/")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no API endpoint at /api/no-such-thing/"}
+
+
+def test_a_wrong_method_is_a_405(staff, db):
+    response = staff.delete("/api/batches/")
+    assert response.status_code == 405
+    assert response.json() == {"detail": 'Method "DELETE" not allowed.'}
+
+
+def test_anonymous_is_a_401_that_names_the_token_scheme(anon, db):
+    response = anon.get("/api/batches/")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
+    assert response.json() == {"detail": "Authentication credentials were not provided."}
+
+
+def test_an_annotator_on_a_staff_endpoint_is_a_403(ann, db):
+    response = ann.get("/api/batches/")
+    assert response.status_code == 403
+    assert response.json() == {"detail": "staff only"}
+
+
+def test_malformed_json_is_a_400_without_field_errors(staff, db):
+    response = staff.post("/api/batches/", "{not json", content_type="application/json")
+    assert response.status_code == 400
+    assert set(response.json()) == {"detail"}
+    assert response.json()["detail"].startswith("JSON parse error")
+
+
+def test_the_summary_follows_nested_fields_and_numbers_list_items():
+    errors = {"answers": [{}, {"level": ["not a choice"]}]}
+    assert first_message(errors) == "answers.1.level: not a choice"
+    assert first_message({"non_field_errors": ["wrong password"]}) == "wrong password"
+    assert first_message({"config": {"k": ["too big"]}}) == "config.k: too big"
+
+
+def test_a_validation_error_that_is_a_plain_list_goes_under_non_field_errors():
+    from api.errors import api_exception_handler
+
+    response = api_exception_handler(serializers.ValidationError(["bad"]), {})
+    assert response.data == {"detail": "bad", "errors": {"non_field_errors": ["bad"]}}

@@ -1,0 +1,60 @@
+"""Reviews: the queue of flagged work, its answers beside the golden truth, the decision."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.models import Assignment
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_queue_lists_flagged_submissions(staff, flagged_assignment):
+    body = staff.get("/api/reviews/").json()
+    assert body["count"] == 1
+    row = body["results"][0]
+    assert (row["id"], row["flagged"], row["golden_passed"]) == (flagged_assignment.pk, True, False)
+    assert row["worker"] == "platform:ann"
+    assert row["batch"] == flagged_assignment.hit.batch_id
+
+
+def test_the_detail_shows_each_answer_beside_the_golden_truth(staff, flagged_assignment):
+    rows = staff.get(f"/api/reviews/{flagged_assignment.pk}/").json()["rows"]
+
+    by_role = {row["role"]: row for row in rows if row["role"] != "task"}
+    assert len(rows) == flagged_assignment.hit.items.count()
+    assert by_role["golden_tn"]["expected"] == "a NO (known mismatch)"
+    assert by_role["golden_tn"]["golden_ok"] is False  # answered YES
+    assert by_role["golden_tp"]["golden_ok"] is True
+    assert all(row["expected"] is None for row in rows if row["role"] == "task")
+    assert [row["position"] for row in rows] == list(range(1, len(rows) + 1))
+
+
+def test_staff_approve_flagged_work_and_the_queue_empties(staff, staff_user, flagged_assignment):
+    response = staff.post(f"/api/reviews/{flagged_assignment.pk}/approve/")
+
+    assert response.status_code == 200 and response.json()["status"] == "approved"
+    stored = Assignment.objects.get(pk=flagged_assignment.pk)
+    assert (stored.status, stored.flagged, stored.reviewed_by) == ("approved", False, staff_user)
+    assert staff.get("/api/reviews/").json()["count"] == 0
+
+
+def test_a_rejection_needs_feedback_and_the_worker_reads_it(staff, ann, flagged_assignment):
+    url = f"/api/reviews/{flagged_assignment.pk}/reject/"
+    refused = staff.post(url, {"feedback": "  "}, format="json")
+    rejected = staff.post(url, {"feedback": "pair 3 is clearly not a match"}, format="json")
+
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "detail": "say why the work is rejected: the worker sees this feedback"
+    }
+    assert rejected.status_code == 200 and rejected.json()["status"] == "rejected"
+    mine = ann.get("/api/assignments/").json()["results"][0]
+    assert (mine["status"], mine["feedback"]) == ("rejected", "pair 3 is clearly not a match")
+
+
+def test_work_that_is_not_waiting_cannot_be_reviewed_again(staff, flagged_assignment):
+    staff.post(f"/api/reviews/{flagged_assignment.pk}/approve/")
+    again = staff.post(f"/api/reviews/{flagged_assignment.pk}/approve/")
+    assert again.status_code == 400
+    assert again.json()["detail"] == "only submitted work can be reviewed (this one is approved)"

@@ -1,0 +1,63 @@
+"""An annotator's own work through the API: the list, next HIT, a page, a submission."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.assignments import hit_assign_next, worker_for_user
+from annotation.models import HITItem
+
+from .conftest import answers_for
+
+pytestmark = pytest.mark.django_db
+
+
+def test_next_gives_a_page_of_pairs_without_their_roles(ann, annotating_batch):
+    response = ann.post("/api/assignments/next/")
+
+    assert response.status_code == 200
+    page = response.json()
+    items = HITItem.objects.filter(hit_id=page["hit"]).order_by("position")
+    assert [item["id"] for item in page["items"]] == [item.pk for item in items]
+    assert all(set(item) == {"id", "position", "image_url", "caption"} for item in page["items"])
+    assert page["status"] == "accepted" and page["submit_url"].endswith("/submit/")
+    assert ann.post("/api/assignments/next/").json()["id"] == page["id"]  # resumed, not new
+
+
+def test_next_is_a_204_when_no_hit_is_free(ann, db):
+    response = ann.post("/api/assignments/next/")
+    assert response.status_code == 204 and not response.content
+
+
+def test_a_worker_lists_only_its_own_assignments_and_their_feedback(
+    ann, staff_user, flagged_assignment
+):
+    theirs = hit_assign_next(worker=worker_for_user(user=staff_user))
+
+    body = ann.get("/api/assignments/").json()
+    filtered = ann.get("/api/assignments/?status=accepted").json()
+
+    assert [row["id"] for row in body["results"]] == [flagged_assignment.pk]
+    assert theirs.pk not in [row["id"] for row in body["results"]]
+    assert body["results"][0]["status"] == "submitted"
+    assert "flagged" not in body["results"][0] and "golden_passed" not in body["results"][0]
+    assert filtered["count"] == 0
+
+
+def test_a_malformed_submission_names_the_field_in_the_summary(ann, own_assignment):
+    body = answers_for(own_assignment)
+    body["answers"][1]["level"] = "maybe"
+    response = ann.post(f"/api/assignments/{own_assignment.pk}/submit/", body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == 'answers.1.level: "maybe" is not a valid choice.'
+    assert set(response.json()["errors"]["answers"][1]) == {"level"}
+
+
+def test_a_submission_is_stored_once(ann, own_assignment):
+    url = f"/api/assignments/{own_assignment.pk}/submit/"
+    first = ann.post(url, answers_for(own_assignment), format="json")
+    again = ann.post(url, answers_for(own_assignment), format="json")
+    assert (first.status_code, first.json()["created"]) == (201, True)
+    assert (again.status_code, again.json()["created"]) == (200, False)
+    assert first.json()["status"] == "approved" and first.json()["golden_passed"] is True
