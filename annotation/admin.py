@@ -67,8 +67,24 @@ class ReleaseAdmin(admin.ModelAdmin):
     list_display = ("name", "version", "dataset", "rule", "created_at")
 
 
+@admin.register(models.ImportJob)
+class ImportJobAdmin(admin.ModelAdmin):
+    list_display = ("pk", "kind", "status", "done", "total", "dataset", "created_at", "finished_at")
+    list_filter = ("kind", "status")
+    raw_id_fields = ("dataset", "created_by")
+
+
+@admin.register(models.Evaluation)
+class EvaluationAdmin(admin.ModelAdmin):
+    list_display = ("model_name", "release", "submitted_by", "created_at")
+    list_filter = ("release",)
+    search_fields = ("model_name",)
+    raw_id_fields = ("release", "submitted_by")
+
+
 # Large tables: listed with raw id widgets so their pages never load every related row.
 for model in (
+    models.Embedding,
     models.PositivePair,
     models.BatchStageProgress,
     models.Query,

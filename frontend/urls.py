@@ -1,12 +1,28 @@
 from django.urls import path
 
-from .views import bias, captions, leaderboard, pages, releases, review, work
+from .views import (
+    bias,
+    captions,
+    dashboard,
+    datasets,
+    leaderboard,
+    mturk,
+    pages,
+    releases,
+    review,
+    wizard,
+    work,
+)
 
 app_name = "frontend"
 urlpatterns = [
     path("", pages.home, name="home"),
     path("batches/<int:batch_id>/", pages.batch_page, name="batch"),
     path("batches/<int:batch_id>/bias/", bias.bias_page, name="batch-bias"),
+    path("batches/<int:batch_id>/mturk/", mturk.mturk_batch, name="mturk-batch"),
+    path("mturk/hits/<int:hit_id>/<str:signature>/", mturk.mturk_hit, name="mturk-hit"),
+    path("mturk/submit/", mturk.mturk_submit, name="mturk-submit"),
+    path("mturk/images/<int:item_id>/<str:signature>/", mturk.mturk_image, name="mturk-image"),
     path("work/", work.work_home, name="work"),
     path("work/next/", work.work_next, name="work-next"),
     path("work/assignments/<int:assignment_id>/", work.hit_page, name="hit"),
@@ -22,4 +38,13 @@ urlpatterns = [
     path("captions/invalid/", captions.invalid_captions, name="invalid-captions"),
     path("releases/<int:release_id>/download/", releases.release_download, name="release-download"),
     path("releases/<int:release_id>/leaderboard/", leaderboard.leaderboard, name="leaderboard"),
+    # The admin dashboard (staff).
+    path("dashboard/", dashboard.dashboard, name="dashboard"),
+    path("releases/", dashboard.release_list, name="releases"),
+    path("datasets/", datasets.dataset_list, name="datasets"),
+    path("datasets/upload/", datasets.dataset_upload, name="dataset-upload"),
+    path("datasets/<int:dataset_id>/", datasets.dataset_detail, name="dataset"),
+    path("imports/<int:job_id>/", datasets.import_job_page, name="import-job"),
+    path("imports/<int:job_id>/status/", datasets.import_job_status, name="import-job-status"),
+    path("batches/new/", wizard.batch_new, name="batch-new"),
 ]

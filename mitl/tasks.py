@@ -57,3 +57,30 @@ def close_annotation(batch_id: int, force: bool = False) -> str:
     if stage_advance(batch_id=batch_id, stage=BatchState.ANNOTATING, force=force):
         transaction.on_commit(lambda: run_stage.delay(batch_id, BatchState.AGGREGATING))
     return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
+
+
+AUTOPILOT_POLL_S = 2
+AUTOPILOT_MAX_WAITS = 24 * 3600 // AUTOPILOT_POLL_S  # a day of automatic stages at most
+
+
+@shared_task(
+    name="mitl.crowd_autopilot",
+    bind=True,
+    acks_late=True,
+    max_retries=AUTOPILOT_MAX_WAITS,
+    soft_time_limit=3600,
+    time_limit=3660,
+)
+def crowd_autopilot(self, batch_id: int) -> str:
+    """Let the simulated crowd judge a batch once it is annotating, then aggregate it."""
+    from mitl.services.autopilot import AutopilotStep
+    from mitl.services.autopilot import crowd_autopilot as autopilot_run
+
+    step = autopilot_run(batch_id=batch_id)
+    if step == AutopilotStep.WAIT:
+        if self.request.is_eager:  # stages run in this process: waiting here changes nothing
+            return str(step)
+        raise self.retry(countdown=AUTOPILOT_POLL_S)
+    if step == AutopilotStep.CLOSED:
+        transaction.on_commit(lambda: run_stage.delay(batch_id, BatchState.AGGREGATING))
+    return str(step)

@@ -1,0 +1,305 @@
+"""The batch wizard (staff): configure a batch, see what it will cost as you type, launch it.
+
+The browser computes the estimate live (wizard.js) with the formulas of `mitl/costs.py`;
+the server computes it again at submit and refuses a configuration that
+`parse_batch_config` or `batch_create` rejects, with their messages on the form.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from annotation.models import Batch, Dataset, MachineAnnotator
+from annotation.services import ServiceError
+from mitl.aggregation import RULES as AGGREGATION_RULES
+from mitl.config import GOLDEN_POLICIES, BatchConfig, ConfigError, parse_batch_config
+from mitl.costs import (
+    COMMISSION,
+    COMMISSION_LARGE,
+    LARGE_HIT_ASSIGNMENTS,
+    CostEstimate,
+    candidates_at_most,
+    hits_for,
+    mturk_cost,
+)
+from mitl.services.launch import batch_create_with_queries, batch_launch
+
+from .access import staff_required
+
+logger = logging.getLogger(__name__)
+DEFAULTS = BatchConfig(annotators=("-",))  # the configuration's defaults, for the form
+DEFAULT_REWARD = Decimal("0.10")
+ID_SEPARATORS = re.compile(r"[\s,;]+")
+CONFIG_FIELD = re.compile(r"`(\w+)`")  # config messages name the key in backticks
+
+
+def _number(value: int, *, low: int, help_text: str = "", label: str | None = None):
+    return forms.IntegerField(
+        initial=value,
+        label=label,
+        help_text=help_text,
+        # Ranges are checked by parse_batch_config (its messages say how to fix them); the
+        # browser only gets a lower bound to stop typos early.
+        widget=forms.NumberInput(attrs={"min": low, "step": 1}),
+    )
+
+
+class IdListField(forms.CharField):
+    """Dataset ids separated by spaces, commas or new lines."""
+
+    widget = forms.Textarea(attrs={"rows": 2})
+
+    def to_python(self, value: Any) -> list[int]:
+        text = super().to_python(value)
+        ids = []
+        for token in filter(None, ID_SEPARATORS.split(text)):
+            if not token.isdigit():
+                raise forms.ValidationError(f"{token!r} is not an id: write whole numbers only.")
+            ids.append(int(token))
+        return list(dict.fromkeys(ids))
+
+
+class BatchWizardForm(forms.Form):
+    name = forms.CharField(
+        max_length=200, help_text="A name people recognise, e.g. coco5k round 1."
+    )
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.order_by("name"))
+    annotators = forms.ModelMultipleChoiceField(
+        queryset=MachineAnnotator.objects.order_by("name"),
+        to_field_name="name",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The retrieval models that propose candidate pairs; diverse models miss less.",
+    )
+    query_mode = forms.ChoiceField(
+        choices=[("sample", "Sample queries at random"), ("list", "Use these queries")],
+        initial="sample",
+        widget=forms.RadioSelect,
+        label="Which queries",
+    )
+    n_image_queries = _number(DEFAULTS.n_image_queries, low=0, label="Image queries")
+    n_caption_queries = _number(DEFAULTS.n_caption_queries, low=0, label="Caption queries")
+    image_ids = IdListField(required=False, label="Image ids")
+    caption_ids = IdListField(required=False, label="Caption ids")
+    k = _number(DEFAULTS.k, low=1, label="k", help_text="Candidates per query and annotator.")
+    hit_size = _number(DEFAULTS.hit_size, low=1, label="Pairs to judge per HIT")
+    golden_tp = _number(DEFAULTS.golden_tp, low=0, label="Golden positives per HIT")
+    golden_tn = _number(DEFAULTS.golden_tn, low=0, label="Golden negatives per HIT")
+    assignments_per_hit = _number(
+        DEFAULTS.assignments_per_hit,
+        low=1,
+        label="Assignments per HIT",
+        help_text="Workers per HIT.",
+    )
+    reward = forms.DecimalField(
+        initial=DEFAULT_REWARD,
+        max_digits=7,
+        decimal_places=2,
+        label="Reward per assignment ($)",
+        widget=forms.NumberInput(attrs={"min": "0.01", "step": "0.01"}),
+    )
+    golden_negative_depth = _number(
+        DEFAULTS.golden_negative_depth,
+        low=1,
+        help_text="Golden negatives come from outside every annotator's top N (N ≥ k).",
+    )
+    aggregation = forms.ChoiceField(
+        choices=[(rule, rule) for rule in AGGREGATION_RULES], initial=DEFAULTS.aggregation
+    )
+    golden_policy = forms.ChoiceField(
+        choices=[(policy, policy) for policy in GOLDEN_POLICIES], initial=DEFAULTS.golden_policy
+    )
+    seed = _number(DEFAULTS.seed, low=0, help_text="The same seed draws the same queries.")
+    simulated_crowd = forms.BooleanField(
+        required=False,
+        label="Simulated crowd (demos and tests)",
+        help_text="Simulated workers judge every HIT once it is built; the batch is then "
+        "aggregated and released without people.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("query_mode") == "list" and not (
+            data.get("image_ids") or data.get("caption_ids")
+        ):
+            self.add_error("image_ids", "List at least one image id or caption id.")
+        return data
+
+    def raw_config(self) -> dict[str, Any]:
+        """Return the batch configuration as `parse_batch_config` reads it."""
+        data = self.cleaned_data
+        keys = (
+            "k",
+            "hit_size",
+            "golden_tp",
+            "golden_tn",
+            "assignments_per_hit",
+            "golden_negative_depth",
+            "aggregation",
+            "golden_policy",
+            "seed",
+        )
+        raw = {key: data[key] for key in keys}
+        raw["annotators"] = [annotator.name for annotator in data["annotators"]]
+        if data["query_mode"] == "list":
+            raw["n_image_queries"] = len(data["image_ids"])
+            raw["n_caption_queries"] = len(data["caption_ids"])
+        else:
+            raw["n_image_queries"] = data["n_image_queries"]
+            raw["n_caption_queries"] = data["n_caption_queries"]
+        return raw
+
+    def add_config_error(self, message: str) -> None:
+        """Put a configuration message beside the field it names, or above the form."""
+        match = CONFIG_FIELD.search(message)
+        field = match.group(1) if match else None
+        self.add_error(field if field in self.fields else None, message)
+
+
+def batch_estimate(*, config: BatchConfig, reward: Decimal) -> CostEstimate:
+    """Estimate a batch before retrieval: HITs at most, as candidates are not yet pooled."""
+    candidates = candidates_at_most(
+        queries=config.n_image_queries + config.n_caption_queries,
+        k=config.k,
+        annotators=len(config.annotators),
+    )
+    return mturk_cost(
+        hits=hits_for(candidates, config.hit_size),
+        assignments_per_hit=config.assignments_per_hit,
+        items_per_hit=config.items_per_hit,
+        reward_per_assignment=reward,
+    )
+
+
+def _initial_estimate(form: BatchWizardForm) -> dict[str, str] | None:
+    """The estimate shown before any typing (the browser takes over from there)."""
+    values = {name: form[name].value() for name in form.fields}
+    listed = values["query_mode"] == "list"
+    try:
+        config = BatchConfig(
+            annotators=tuple(values["annotators"] or ()),
+            n_image_queries=_count_ids(values["image_ids"])
+            if listed
+            else int(values["n_image_queries"]),
+            n_caption_queries=_count_ids(values["caption_ids"])
+            if listed
+            else int(values["n_caption_queries"]),
+            k=int(values["k"]),
+            hit_size=int(values["hit_size"]),
+            golden_tp=int(values["golden_tp"]),
+            golden_tn=int(values["golden_tn"]),
+            assignments_per_hit=int(values["assignments_per_hit"]),
+        )
+        estimate = batch_estimate(config=config, reward=Decimal(str(values["reward"])))
+    except (TypeError, ValueError, ArithmeticError):
+        return None
+    queries = config.n_image_queries + config.n_caption_queries
+    return estimate_display(
+        estimate,
+        queries=queries,
+        candidates=candidates_at_most(
+            queries=queries, k=config.k, annotators=len(config.annotators)
+        ),
+    )
+
+
+def estimate_display(estimate: CostEstimate, *, queries: int, candidates: int) -> dict[str, str]:
+    """Format an estimate as wizard.js writes it: 1,234 and $1,234.56."""
+    return {
+        "queries": f"{queries:,}",
+        "candidates": f"{candidates:,}",
+        "hits": f"{estimate.hits:,}",
+        "assignments": f"{estimate.assignments:,}",
+        "judgements": f"{estimate.judgements:,}",
+        "rewards": f"${estimate.rewards:,.2f}",
+        "commission": f"${estimate.commission:,.2f}",
+        "rate": f"{estimate.commission_rate * 100:.0f}%",
+        "total": f"${estimate.total:,.2f}",
+    }
+
+
+def _count_ids(text: str | None) -> int:
+    return len({int(token) for token in ID_SEPARATORS.split(text or "") if token.isdigit()})
+
+
+@staff_required
+@require_http_methods(["GET", "POST"])
+def batch_new(request: HttpRequest) -> HttpResponse:
+    """Show the wizard; on POST, validate, estimate, create and start the batch."""
+    status = 200
+    if request.method == "POST":
+        form = BatchWizardForm(request.POST)
+        batch = _create_from(form) if form.is_valid() else None
+        if batch is not None:
+            _launch(request, batch, simulated_crowd=form.cleaned_data["simulated_crowd"])
+            return redirect("frontend:batch", batch_id=batch.pk)
+        status = 400
+    else:
+        form = BatchWizardForm(initial={"dataset": request.GET.get("dataset")})
+    context = {
+        "form": form,
+        "initial": _initial_estimate(form),
+        "commission": int(COMMISSION * 100),
+        "commission_large": int(COMMISSION_LARGE * 100),
+        "large_hit_assignments": LARGE_HIT_ASSIGNMENTS,
+        "has_annotators": MachineAnnotator.objects.exists(),
+    }
+    return render(request, "frontend/batch_new.html", context, status=status)
+
+
+def _create_from(form: BatchWizardForm) -> Batch | None:
+    """Create the draft batch, or put every problem on the form and return None."""
+    data = form.cleaned_data
+    try:
+        config = parse_batch_config(form.raw_config())
+        estimate = batch_estimate(config=config, reward=data["reward"])
+    except ConfigError as exc:
+        form.add_config_error(str(exc))
+        return None
+    except ValueError as exc:  # mturk_cost: the reward is below MTurk's minimum
+        form.add_error("reward", str(exc))
+        return None
+    listed = data["query_mode"] == "list"
+    try:
+        return batch_create_with_queries(
+            dataset=data["dataset"],
+            name=data["name"],
+            raw_config=config.to_json(),
+            image_ids=data["image_ids"] if listed else None,
+            caption_ids=data["caption_ids"] if listed else None,
+            mturk={"estimate": {**estimate.to_json(), "hits_at_most": True}},
+        )
+    except ConfigError as exc:
+        form.add_config_error(str(exc))
+    except ServiceError as exc:
+        form.add_error(None, str(exc))
+    return None
+
+
+def _launch(request: HttpRequest, batch: Batch, *, simulated_crowd: bool) -> None:
+    estimate = batch.mturk["estimate"]
+    try:
+        batch_launch(batch=batch, simulated_crowd=simulated_crowd)
+    except Exception as exc:
+        # With no broker the stages run inside this request; a stage that fails has stored
+        # its error on the batch, whose page shows it (and the stage can run again).
+        logger.exception("batch %s: a stage failed while starting", batch.pk)
+        messages.error(request, f"Batch {batch.pk} was created but a stage failed: {exc}")
+        return
+    messages.success(
+        request,
+        f"Batch {batch.pk} started: at most {estimate['hits']:,} HITs, "
+        f"{estimate['judgements']:,} judgements, ${Decimal(estimate['total']):,.2f} on MTurk.",
+    )
