@@ -18,7 +18,7 @@ from annotation.models import Batch, BatchState, Dataset
 from annotation.selectors import batch_progress
 from annotation.services import ServiceError
 from mitl.config import BatchConfig, ConfigError, parse_batch_config
-from mitl.costs import CENT, candidates_at_most, hits_for, mturk_cost
+from mitl.costs import CENT, estimate_before_retrieval, hits_for, mturk_cost
 from mitl.services.pipeline import batch_cancel, batch_config, batch_create, batch_start
 
 from .permissions import IsStaff
@@ -172,24 +172,21 @@ def cost_estimate(
     upper bound is known (de-duplication removes pairs several annotators propose).
     """
     bound = None
-    if hits is not None:
-        basis = "hits"
-    elif candidates is not None:
-        basis, hits = "candidates", hits_for(candidates, config.hit_size)
-    else:
+    if hits is None and candidates is None:
         basis = "config"
-        bound = candidates_at_most(
-            queries=config.n_image_queries + config.n_caption_queries,
-            k=config.k,
-            annotators=len(config.annotators),
+        bound, cost = estimate_before_retrieval(config=config, reward_per_assignment=reward)
+    else:
+        if hits is not None:
+            basis = "hits"
+        else:
+            basis, hits = "candidates", hits_for(candidates, config.hit_size)
+        cost = mturk_cost(
+            hits=hits,
+            assignments_per_hit=config.assignments_per_hit,
+            items_per_hit=config.items_per_hit,
+            reward_per_assignment=reward,
         )
-    n_hits = hits if hits is not None else hits_for(bound or 0, config.hit_size)
-    cost = mturk_cost(
-        hits=n_hits,
-        assignments_per_hit=config.assignments_per_hit,
-        items_per_hit=config.items_per_hit,
-        reward_per_assignment=reward,
-    )
+    n_hits = cost.hits
     return {
         "basis": basis,
         "upper_bound": bound is not None,

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from .config import BatchConfig
+
 CENT = Decimal("0.01")
 COMMISSION = Decimal("0.20")
 COMMISSION_LARGE = Decimal("0.40")  # HITs with LARGE_HIT_ASSIGNMENTS or more assignments
@@ -81,3 +83,21 @@ def candidates_at_most(*, queries: int, k: int, annotators: int) -> int:
     De-duplication removes pairs several annotators propose (ECCV Caption: 64,850 → 46,424).
     """
     return queries * k * annotators
+
+
+def estimate_before_retrieval(
+    *, config: BatchConfig, reward_per_assignment: Decimal
+) -> tuple[int, CostEstimate]:
+    """Return the candidates at most and the cost of the HITs they would fill at most."""
+    candidates = candidates_at_most(
+        queries=config.n_image_queries + config.n_caption_queries,
+        k=config.k,
+        annotators=len(config.annotators),
+    )
+    cost = mturk_cost(
+        hits=hits_for(candidates, config.hit_size),
+        assignments_per_hit=config.assignments_per_hit,
+        items_per_hit=config.items_per_hit,
+        reward_per_assignment=reward_per_assignment,
+    )
+    return candidates, cost

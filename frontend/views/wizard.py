@@ -27,9 +27,7 @@ from mitl.costs import (
     COMMISSION_LARGE,
     LARGE_HIT_ASSIGNMENTS,
     CostEstimate,
-    candidates_at_most,
-    hits_for,
-    mturk_cost,
+    estimate_before_retrieval,
 )
 from mitl.services.launch import batch_create_with_queries, batch_launch
 
@@ -170,17 +168,7 @@ class BatchWizardForm(forms.Form):
 
 def batch_estimate(*, config: BatchConfig, reward: Decimal) -> CostEstimate:
     """Estimate a batch before retrieval: HITs at most, as candidates are not yet pooled."""
-    candidates = candidates_at_most(
-        queries=config.n_image_queries + config.n_caption_queries,
-        k=config.k,
-        annotators=len(config.annotators),
-    )
-    return mturk_cost(
-        hits=hits_for(candidates, config.hit_size),
-        assignments_per_hit=config.assignments_per_hit,
-        items_per_hit=config.items_per_hit,
-        reward_per_assignment=reward,
-    )
+    return estimate_before_retrieval(config=config, reward_per_assignment=reward)[1]
 
 
 def _initial_estimate(form: BatchWizardForm) -> dict[str, str] | None:
@@ -202,17 +190,13 @@ def _initial_estimate(form: BatchWizardForm) -> dict[str, str] | None:
             golden_tn=int(values["golden_tn"]),
             assignments_per_hit=int(values["assignments_per_hit"]),
         )
-        estimate = batch_estimate(config=config, reward=Decimal(str(values["reward"])))
+        candidates, estimate = estimate_before_retrieval(
+            config=config, reward_per_assignment=Decimal(str(values["reward"]))
+        )
     except (TypeError, ValueError, ArithmeticError):
         return None
     queries = config.n_image_queries + config.n_caption_queries
-    return estimate_display(
-        estimate,
-        queries=queries,
-        candidates=candidates_at_most(
-            queries=queries, k=config.k, annotators=len(config.annotators)
-        ),
-    )
+    return estimate_display(estimate, queries=queries, candidates=candidates)
 
 
 def estimate_display(estimate: CostEstimate, *, queries: int, candidates: int) -> dict[str, str]:
