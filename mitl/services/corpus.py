@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+from django.conf import settings
 from django.core.files.storage import default_storage
 
 from annotation.models import Caption, Dataset, Image
@@ -55,12 +58,28 @@ def corpus_load(*, dataset: Dataset) -> LoadedCorpus:
 
 
 def _local_path(name: str) -> str | None:
+    """Return a path on this machine: the file itself, or a cached copy of a remote object.
+
+    Annotators that read pixels (open_clip) open files; with S3-compatible storage each
+    image is fetched once into VAR_DIR/image_cache/ and read from there afterwards.
+    """
     if not name:
         return None
     try:
         return default_storage.path(name)
-    except NotImplementedError:  # remote storage: annotators that need pixels fetch them
-        return None
+    except NotImplementedError:
+        return str(_cached_copy(name))
+
+
+def _cached_copy(name: str) -> Path:
+    cached = Path(settings.VAR_DIR) / "image_cache" / name
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(cached.name + ".part")
+        with default_storage.open(name, "rb") as source, partial.open("wb") as target:
+            shutil.copyfileobj(source, target)
+        partial.replace(cached)  # a reader never sees half a file
+    return cached
 
 
 class NotInCorpus(KeyError):

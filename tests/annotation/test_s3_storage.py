@@ -31,6 +31,7 @@ from annotation.image_sources import ImageSourceError, S3ImageSource, image_sour
 from annotation.importers import ImportFileError
 from annotation.models import Caption, Dataset, Image, PositiveSet
 from annotation.services import dataset_import, dataset_import_tsv
+from mitl.services.corpus import corpus_load
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "caption_id\timage_id\tfile_name\tcaption"
@@ -147,6 +148,22 @@ def test_import_stores_every_image_as_an_object_in_the_bucket(s3, s3_media, file
         with image.file.open("rb") as handle:  # and Django reads it back through the storage
             assert handle.read() == body
     assert media_files() == []  # nothing went to the local disk
+
+
+@pytest.mark.django_db
+def test_annotators_read_images_from_the_bucket_through_a_local_cache(
+    s3, s3_media, files, settings, tmp_path
+):
+    settings.VAR_DIR = tmp_path / "var"
+    dataset = dataset_import_tsv(
+        name="tiny", captions_path=files / "captions.tsv", images_dir=files / "images"
+    )
+    paths = corpus_load(dataset=dataset).corpus.image_paths
+    assert all(Path(path).is_relative_to(tmp_path / "var" / "image_cache") for path in paths)
+    for image, path in zip(dataset.images.order_by("pk"), paths, strict=True):
+        assert Path(path).read_bytes() == (files / "images" / image.file_name).read_bytes()
+    s3.client.delete_object(Bucket=s3_media, Key=dataset.images.order_by("pk")[0].file.name)
+    assert corpus_load(dataset=dataset).corpus.image_paths == paths  # read from the cache
 
 
 @pytest.mark.django_db
