@@ -142,7 +142,9 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
     now = now or timezone.now()
     free = (
         HIT.objects.filter(
-            batch__state=BatchState.ANNOTATING, active_assignments__lt=F("max_assignments")
+            batch__state=BatchState.ANNOTATING,
+            active_assignments__lt=F("max_assignments"),
+            external_id__isnull=True,  # a HIT published on MTurk is MTurk's to hand out
         )
         .exclude(assignments__worker=worker)
         .order_by("batch_id", "index")

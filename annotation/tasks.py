@@ -4,10 +4,48 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from .assignments import assignments_expire
+from .assignments import assignments_expire, hits_recount_slots
+from .imports import import_job_run
 
 
 @shared_task(name="annotation.expire_assignments", ignore_result=True, time_limit=60)
 def expire_assignments() -> int:
-    """Expire accepted work past its deadline (idempotent: a second run finds nothing)."""
-    return assignments_expire()
+    """Expire overdue work and recount the slot hints of open batches (idempotent)."""
+    expired = assignments_expire()
+    hits_recount_slots()
+    return expired
+
+
+# A soft limit fails the job cleanly (its stored files are removed); the hard one follows.
+@shared_task(
+    name="annotation.run_import",
+    ignore_result=True,
+    soft_time_limit=6 * 3600,
+    time_limit=6 * 3600 + 120,
+)
+def run_import(job_id: int) -> str:
+    """Run one import job (idempotent: a job that is done or failed is left as it is)."""
+    return import_job_run(job_id=job_id).status
+
+
+@shared_task(name="annotation.mturk_sync", ignore_result=True, time_limit=30 * 60)
+def mturk_sync(batch_id: int | None = None) -> dict[int, list[str]]:
+    """Sync one batch with MTurk, or every batch with published HITs (Celery beat)."""
+    from .models import Batch  # the MTurk services load on first use, not at start-up
+    from .mturk_services import mturk_sync_published, mturk_sync_recorded
+
+    if batch_id is None:
+        return mturk_sync_published()
+    return {batch_id: mturk_sync_recorded(batch=Batch.objects.get(pk=batch_id))}
+
+
+@shared_task(name="annotation.mturk_publish", ignore_result=True, time_limit=60 * 60)
+def mturk_publish(batch_id: int, production: bool = False) -> list[str]:
+    """Publish a batch's HITs on MTurk; the outcome is kept in Batch.mturk["last_publish"]."""
+    from .models import Batch
+    from .mturk_services import MTurkError, mturk_publish_recorded
+
+    try:
+        return mturk_publish_recorded(batch=Batch.objects.get(pk=batch_id), production=production)
+    except MTurkError as exc:
+        return [f"PROBLEM {exc}"]

@@ -5,7 +5,10 @@ const root = document.getElementById("hit");
 const pairs = [...root.querySelectorAll(".pair")];
 const middleLevels = new Set(JSON.parse(root.dataset.middleLevels));
 const followupsOn = root.dataset.followups === "1";
-const csrfToken = root.querySelector("input[name=csrfmiddlewaretoken]").value;
+// The MTurk page has no session, hence no token: its endpoint authenticates otherwise.
+const csrfToken = root.querySelector("input[name=csrfmiddlewaretoken]")?.value ?? "";
+// An MTurk preview (data-preview): the pairs can be looked at, not answered.
+const preview = root.dataset.preview === "1";
 const submitButton = document.getElementById("submit");
 const statusLine = document.getElementById("status");
 const LEVEL_KEYS = { 1: "yes", 2: "weak_yes", 3: "weak_no", 4: "no" };
@@ -67,7 +70,7 @@ function refreshProgress() {
   document.getElementById("progress-text").textContent = `${current + 1} / ${pairs.length}`;
   document.getElementById("answered-text").textContent = `${done} answered`;
   document.getElementById("progress").value = done;
-  submitButton.disabled = submitted || submitting || done !== pairs.length;
+  submitButton.disabled = preview || submitted || submitting || done !== pairs.length;
   document.getElementById("prev").disabled = current === 0;
   document.getElementById("next").disabled = current === pairs.length - 1;
 }
@@ -89,6 +92,7 @@ function complain(pair, message) {
 // --- answering --------------------------------------------------------------------------
 
 function choose(pair, level) {
+  if (preview) return;
   const radio = pair.querySelector(`input[type=radio][value="${level}"]`);
   radio.checked = true;
   afterChange(pair);
@@ -107,6 +111,7 @@ function afterChange(pair) {
 
 /** Go to the next pair, or to the submit button after the last one; refuse while incomplete. */
 function advance() {
+  if (preview) return show(current + 1); // nothing to answer yet: just look through
   const pair = pairs[current];
   const problem = problemOf(pair);
   if (problem) {
@@ -167,7 +172,7 @@ async function postWithRetry(body, tries = 3) {
 }
 
 async function submit() {
-  if (submitting || submitted) return;
+  if (preview || submitting || submitted) return;
   const firstOpen = pairs.findIndex((p) => problemOf(p));
   if (firstOpen >= 0) {
     show(firstOpen);
@@ -255,6 +260,37 @@ document.addEventListener("visibilitychange", () => {
   if (document.hidden) stopClock();
   else shownAt = performance.now(); // time away from the page does not count
 });
+
+// Inside MTurk (data-mturk-submit-to): once the platform has stored the judgements, post
+// the assignment to MTurk's externalSubmit, which ends the HIT for the worker there.
+function submitToMTurk(result) {
+  const form = document.createElement("form");
+  form.method = "post";
+  form.action = root.dataset.mturkSubmitTo;
+  const fields = {
+    assignmentId: root.dataset.mturkAssignmentId,
+    platform_assignment: result.assignment,
+    judgements: result.judgements,
+    status: result.status,
+  };
+  for (const [name, value] of Object.entries(fields)) {
+    const input = document.createElement("input");
+    input.type = "hidden";
+    input.name = name;
+    input.value = String(value);
+    form.append(input);
+  }
+  document.body.append(form);
+  statusLine.textContent = "Saved. Sending the HIT to MTurk…";
+  form.submit();
+}
+
+if (root.dataset.mturkSubmitTo) {
+  root.addEventListener("hit:submitted", (event) => submitToMTurk(event.detail));
+}
+if (preview) {
+  for (const input of root.querySelectorAll(".pair input")) input.disabled = true;
+}
 
 pairs[0].focus();
 refreshProgress();

@@ -1,0 +1,1150 @@
+"""Amazon Mechanical Turk at the ORM edge: publish, accept, sync, pay, block, and the
+offline CSV path.
+
+Every boto3 call goes through `_call`, which retries throttling and server faults and
+turns MTurk's refusals into `MTurkError` messages a person can act on. The client comes
+from `mturk_client` (the sandbox unless `production=True`) or from the caller (`client=`,
+which tests use to pass a `botocore.stub.Stubber`-wrapped client). Credentials come only
+from boto3's default chain (environment, profile, instance role): nothing here stores or
+logs them.
+
+What was sent to MTurk is kept in `Batch.mturk` (under the batch's row lock), so running
+publish or sync again sends nothing twice:
+
+    settings, cost_estimate        HIT type settings (frozen once a HIT is published)
+    environment, hit_type_id       sandbox | production, and MTurk's HITTypeId
+    hit_group_id, publish_*_at     for the worker preview link; publication times
+    sent    {AssignmentId: {decision, hit, at, by}}   approve/reject sent (or seen) on MTurk
+    extra   {hit pk: n}            additional assignments created to replace rejected work
+    replaced [AssignmentId]        rejected assignments already replaced
+    bonuses {token: {...}}         bonuses paid
+    report, last_sync_at           the last sync's report
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.core.signing import Signer
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
+
+from mitl.config import parse_batch_config
+from mitl.costs import CostEstimate, mturk_cost
+from mitl.judgements import POSITIVE_LEVELS, Level
+
+from . import mturk
+from .assignments import (
+    ACTIVE_STATUSES,
+    AnswerInput,
+    assignment_create,
+    assignment_submit,
+    hits_recount_slots,
+    worker_block,
+)
+from .models import (
+    HIT,
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    BatchState,
+    HITItem,
+    ItemRole,
+    Judgement,
+    Worker,
+    WorkerSource,
+)
+from .mturk import MTurkInputError
+from .services import ServiceError
+
+logger = logging.getLogger(__name__)
+
+RETRY_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ServiceUnavailable",
+        "ServiceFault",
+        "InternalError",
+        "RequestTimeout",
+    }
+)
+RETRY_TRIES = 4
+RETRY_BASE_SECONDS = 0.5  # 0.5, 1, 2 s between tries
+PAGE_SIZE = 100  # MTurk's largest page
+EXPIRED_AT = datetime(2000, 1, 1, tzinfo=UTC)  # "a time in the past" expires a HIT now
+_HIT_SALT = "mitl.mturk.hit"
+_IMAGE_SALT = "mitl.mturk.image"
+
+
+class MTurkError(ServiceError):
+    """MTurk refused a call, or the batch cannot go to MTurk; the message says why."""
+
+
+# --- the client and its calls -----------------------------------------------------------
+
+
+def mturk_client(*, production: bool) -> Any:
+    """Return a boto3 MTurk client for the sandbox (default) or production.
+
+    Credentials come from boto3's default chain only; retries are `_call`'s job, so every
+    call is retried the same way whatever the client.
+    """
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "mturk",
+        region_name=mturk.REGION,
+        endpoint_url=mturk.PRODUCTION_ENDPOINT if production else mturk.SANDBOX_ENDPOINT,
+        config=Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=30),
+    )
+
+
+def _call(client: Any, method: str, **params: Any) -> dict[str, Any]:
+    """Call one MTurk operation, retrying throttling, server faults and network errors."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionError,
+        HTTPClientError,
+        NoCredentialsError,
+        ParamValidationError,
+        PartialCredentialsError,
+    )
+
+    operation = client.meta.method_to_api_mapping.get(method, method)
+    for attempt in range(RETRY_TRIES):
+        last = attempt == RETRY_TRIES - 1
+        try:
+            return getattr(client, method)(**params)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            code, message = error.get("Code", "Unknown"), error.get("Message", "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if last or not (code in RETRY_CODES or status >= 500):
+                raise MTurkError(f"MTurk {operation} failed ({code}): {message}") from exc
+        except (NoCredentialsError, PartialCredentialsError):
+            raise MTurkError(
+                "no AWS credentials for MTurk: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment, or run where an "
+                "instance role may use MTurk"
+            ) from None
+        except (ConnectionError, HTTPClientError) as exc:  # unreachable, timed out
+            if last:
+                raise MTurkError(f"MTurk {operation}: cannot reach MTurk ({exc})") from exc
+        except ParamValidationError as exc:  # refused by the client before sending
+            raise MTurkError(f"MTurk {operation}: {exc}") from exc
+        delay = RETRY_BASE_SECONDS * 2**attempt
+        logger.info("MTurk %s: retrying in %.1f s", operation, delay)
+        time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _pages(client: Any, method: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
+    """Yield every element of a paginated list, following NextToken."""
+    token = None
+    while True:
+        page = _call(
+            client,
+            method,
+            MaxResults=PAGE_SIZE,
+            **params,
+            **({"NextToken": token} if token else {}),
+        )
+        yield from page.get(key, [])
+        token = page.get("NextToken")
+        if not token:
+            return
+
+
+# --- state kept in Batch.mturk ----------------------------------------------------------
+
+
+def _state_update(batch_id: int, mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Change Batch.mturk under the batch's row lock (sync, the UI and tasks share it)."""
+    with transaction.atomic():
+        locked = Batch.objects.select_for_update().get(pk=batch_id)
+        state = dict(locked.mturk or {})
+        mutate(state)
+        locked.mturk = state
+        locked.save(update_fields=["mturk", "updated_at"])
+    return state
+
+
+def _state(batch: Batch) -> dict[str, Any]:
+    return dict(Batch.objects.values_list("mturk", flat=True).get(pk=batch.pk) or {})
+
+
+def _now_iso(now: datetime) -> str:
+    return now.astimezone(UTC).isoformat(timespec="seconds")
+
+
+# --- signed links: the HIT page and its images, for people without an account ------------
+
+
+def hit_signature(hit_id: int) -> str:
+    return Signer(salt=_HIT_SALT).signature(str(hit_id))
+
+
+def image_signature(item_id: int) -> str:
+    return Signer(salt=_IMAGE_SALT).signature(str(item_id))
+
+
+def signature_valid(*, kind: str, pk: int, signature: str) -> bool:
+    expected = hit_signature(pk) if kind == "hit" else image_signature(pk)
+    return constant_time_compare(expected, signature)
+
+
+def hit_page_path(hit: HIT) -> str:
+    return reverse("frontend:mturk-hit", args=[hit.pk, hit_signature(hit.pk)])
+
+
+def image_path(item_id: int) -> str:
+    return reverse("frontend:mturk-image", args=[item_id, image_signature(item_id)])
+
+
+# --- settings and cost ------------------------------------------------------------------
+
+
+def batch_hit_settings(batch: Batch) -> mturk.HitTypeSettings:
+    """Return the batch's HIT type settings: the stored ones over the defaults."""
+    minutes = parse_batch_config(batch.config).assignment_minutes
+    defaults = mturk.HitTypeSettings(assignment_minutes=minutes)
+    return mturk.parse_hit_type_settings((batch.mturk or {}).get("settings", {}), defaults=defaults)
+
+
+def mturk_batch_cost(*, batch: Batch, hit_settings: mturk.HitTypeSettings) -> CostEstimate:
+    """Estimate the batch's MTurk bill: rewards of every assignment plus the commission."""
+    config = parse_batch_config(batch.config)
+    return mturk_cost(
+        hits=batch.hits.count(),
+        assignments_per_hit=config.assignments_per_hit,
+        items_per_hit=config.items_per_hit,
+        reward_per_assignment=hit_settings.reward,
+    )
+
+
+def _published(batch: Batch) -> bool:
+    return batch.hits.filter(external_id__isnull=False).exists()
+
+
+def mturk_settings_save(*, batch: Batch, raw: dict[str, Any]) -> mturk.HitTypeSettings:
+    """Validate and store (some of) the batch's HIT type settings, and the cost they give."""
+    if _published(batch):
+        raise MTurkError(
+            f"batch {batch.pk} already has HITs on MTurk: its HIT type settings can no "
+            "longer change (MTurk keeps one HIT type per batch)"
+        )
+    try:  # keys left out keep their stored (or default) values
+        hit_settings = mturk.parse_hit_type_settings(raw, defaults=batch_hit_settings(batch))
+    except MTurkInputError as exc:
+        raise MTurkError(str(exc)) from exc
+    cost = mturk_batch_cost(batch=batch, hit_settings=hit_settings)
+
+    def store(state: dict[str, Any]) -> None:
+        state["settings"] = hit_settings.to_json()
+        state["cost_estimate"] = cost.to_json()
+
+    batch.mturk = _state_update(batch.pk, store)
+    return hit_settings
+
+
+# --- publishing -------------------------------------------------------------------------
+
+
+@dataclass
+class PublishResult:
+    environment: str
+    hit_type_id: str
+    created: int = 0
+    already: int = 0
+    recovered: int = 0  # created by an interrupted run, found again on MTurk
+    full: int = 0  # every slot already taken on the platform: left off MTurk
+    cost: dict[str, Any] = field(default_factory=dict)
+    preview_url: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+def mturk_publish(
+    *,
+    batch: Batch,
+    production: bool = False,
+    client: Any = None,
+    base_url: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    now: datetime | None = None,
+) -> PublishResult:
+    """Publish every HIT of an annotating batch as an MTurk ExternalQuestion.
+
+    Idempotent: a HIT that has its HITId is never created again, and a run interrupted
+    between MTurk's answer and our write finds its HITs again (by RequesterAnnotation)
+    instead of creating them twice; UniqueRequestToken guards the same window on MTurk's
+    side. The HITTypeId, environment and cost estimate are stored on the batch.
+    """
+    batch = Batch.objects.get(pk=batch.pk)
+    now = now or timezone.now()
+    environment = mturk.PRODUCTION if production else mturk.SANDBOX
+    if batch.state != BatchState.ANNOTATING:
+        raise MTurkError(
+            f"batch {batch.pk} is {batch.state}: only a batch in the annotating state, with "
+            "its HITs built, can be published (run `batch_run BATCH --until annotating`)"
+        )
+    hits = list(batch.hits.order_by("index"))
+    if not hits:
+        raise MTurkError(f"batch {batch.pk} has no HITs to publish")
+    state = batch.mturk or {}
+    published = [hit for hit in hits if hit.external_id]
+    if published and state.get("environment") not in (None, environment):
+        raise MTurkError(_other_environment_message(batch, state["environment"]))
+    try:
+        base = mturk.external_base_url(
+            settings.MTURK_EXTERNAL_BASE_URL if base_url is None else base_url,
+            production=production,
+        )
+        hit_settings = batch_hit_settings(batch)
+    except MTurkInputError as exc:
+        raise MTurkError(str(exc)) from exc
+    result = PublishResult(environment=environment, hit_type_id="", already=len(published))
+    if not base.startswith("https://"):
+        result.warnings.append(
+            f"{base} is not HTTPS: MTurk's sandbox may refuse it, and workers' browsers "
+            "block a plain HTTP page inside MTurk's HTTPS site"
+        )
+    if not production and (hit_settings.min_approval_rate or hit_settings.min_approved_hits):
+        result.warnings.append(
+            "sandbox: the approval-rate and approved-HITs requirements are left out "
+            "(sandbox workers have no history); production applies them"
+        )
+    cost = mturk_batch_cost(batch=batch, hit_settings=hit_settings)
+    result.cost = cost.to_json()
+    client = client or mturk_client(production=production)
+    hit_type_id = state.get("hit_type_id") if published else None
+    if not hit_type_id:  # MTurk answers the same HITTypeId for the same settings
+        request = mturk.hit_type_request(hit_settings, sandbox=not production)
+        hit_type_id = _call(client, "create_hit_type", **request)["HITTypeId"]
+    result.hit_type_id = hit_type_id
+    resumed = "publish_started_at" in state
+
+    def started(state: dict[str, Any]) -> None:
+        state.update(
+            environment=environment,
+            hit_type_id=hit_type_id,
+            settings=hit_settings.to_json(),
+            cost_estimate=cost.to_json(),
+        )
+        state.setdefault("publish_started_at", _now_iso(now))
+
+    _state_update(batch.pk, started)
+    todo = [hit for hit in hits if not hit.external_id]
+    if todo and resumed:
+        result.recovered = _recover_published(client, batch, todo, hit_type_id, now)
+        recovered = set(batch.hits.filter(external_id__isnull=False).values_list("pk", flat=True))
+        todo = [hit for hit in todo if hit.pk not in recovered]
+    group_id = state.get("hit_group_id", "")
+    lifetime = hit_settings.lifetime_hours * 3600
+    free = _free_slots(todo)
+    for done, hit in enumerate(todo, start=1):
+        if free[hit.pk] < 1:  # platform annotators filled it before publication
+            result.full += 1
+            continue
+        url = base + hit_page_path(hit)
+        try:
+            answer = _call(
+                client,
+                "create_hit_with_hit_type",
+                HITTypeId=hit_type_id,
+                MaxAssignments=free[hit.pk],
+                LifetimeInSeconds=lifetime,
+                Question=mturk.external_question_xml(url),
+                RequesterAnnotation=mturk.requester_annotation(batch.pk, hit.pk),
+                UniqueRequestToken=mturk.request_token("mitl", environment, batch.pk, hit.pk),
+            )
+        except MTurkError as exc:
+            total = result.already + result.recovered + result.created
+            raise MTurkError(
+                f"{total} of {len(hits)} HITs are on MTurk; then {exc}. Run the publish "
+                "again to resume: published HITs are not created twice"
+            ) from exc
+        created = answer["HIT"]
+        HIT.objects.filter(pk=hit.pk).update(external_id=created["HITId"], published_at=now)
+        if free[hit.pk] != hit.max_assignments:
+            _state_update(batch.pk, partial(_note_capacity, hit=hit, slots=free[hit.pk]))
+        group_id = group_id or created.get("HITGroupId", "")
+        result.created += 1
+        logger.info("batch %s: HIT %s published as %s", batch.pk, hit.index, created["HITId"])
+        if progress:
+            progress(done, len(todo))
+
+    def finished(state: dict[str, Any]) -> None:
+        state["published_at"] = _now_iso(now)
+        if group_id:
+            state["hit_group_id"] = group_id
+
+    _state_update(batch.pk, finished)
+    if group_id:
+        result.preview_url = mturk.worker_preview_url(environment, group_id)
+    return result
+
+
+def _free_slots(hits: list[HIT]) -> dict[int, int]:
+    """Return each HIT's slots not held by platform work, which MTurk may hand out."""
+    held = Counter(
+        Assignment.objects.filter(hit__in=hits, status__in=ACTIVE_STATUSES).values_list(
+            "hit_id", flat=True
+        )
+    )
+    return {hit.pk: hit.max_assignments - held[hit.pk] for hit in hits}
+
+
+def _note_capacity(state: dict[str, Any], *, hit: HIT, slots: int) -> None:
+    capacity = dict(state.get("max_assignments", {}))
+    capacity[str(hit.pk)] = slots
+    state["max_assignments"] = capacity
+
+
+def mturk_publish_recorded(*, batch: Batch, production: bool, client: Any = None) -> list[str]:
+    """Publish (see `mturk_publish`) and keep the outcome in Batch.mturk["last_publish"].
+
+    The admin page queues this as a task: the person who pressed "Publish" reads the
+    outcome on the page later, whether it ran on a worker or in-process.
+    """
+    try:
+        result = mturk_publish(batch=batch, production=production, client=client)
+    except MTurkError as exc:
+        lines = [f"PROBLEM {exc}"]
+    else:
+        lines = [
+            f"{result.environment}: {result.created} HITs published now, {result.already} "
+            f"before, {result.recovered} found again, {result.full} full here; HIT type "
+            f"{result.hit_type_id}",
+            *result.warnings,
+        ]
+        if result.preview_url:
+            lines.append(f"workers see them at {result.preview_url}")
+
+    def store(state: dict[str, Any]) -> None:
+        state["last_publish"] = {"at": _now_iso(timezone.now()), "lines": lines}
+
+    _state_update(batch.pk, store)
+    if lines[0].startswith("PROBLEM"):
+        raise MTurkError(lines[0].removeprefix("PROBLEM "))
+    return lines
+
+
+def _other_environment_message(batch: Batch, environment: str) -> str:
+    if environment == mturk.SANDBOX:
+        return (
+            f"batch {batch.pk} is published on the sandbox: reset it first "
+            f"(`mturk_publish {batch.pk} --reset-sandbox` expires the sandbox HITs and deletes "
+            "their test assignments), then publish on production"
+        )
+    return f"batch {batch.pk} is published on production: it cannot go to the sandbox too"
+
+
+def _recover_published(
+    client: Any, batch: Batch, todo: list[HIT], hit_type_id: str, now: datetime
+) -> int:
+    """Find HITs an interrupted run created but did not record, by their annotation."""
+    wanted = {mturk.requester_annotation(batch.pk, hit.pk): hit for hit in todo}
+    found = 0
+    for remote in _pages(client, "list_hits", "HITs"):
+        hit = wanted.pop(remote.get("RequesterAnnotation", ""), None)
+        if hit is not None and remote.get("HITTypeId") == hit_type_id:
+            HIT.objects.filter(pk=hit.pk).update(external_id=remote["HITId"], published_at=now)
+            found += 1
+        if not wanted:
+            break
+    return found
+
+
+def mturk_sandbox_reset(*, batch: Batch, client: Any = None) -> int:
+    """Expire a batch's sandbox HITs and forget them, with their MTurk test assignments.
+
+    The sandbox is for trying the HITs out; its work must not reach the verdicts. Returns
+    how many test assignments were deleted.
+    """
+    state = _state(batch)
+    if state.get("environment") != mturk.SANDBOX:
+        raise MTurkError(f"batch {batch.pk} is not published on the sandbox: nothing to reset")
+    client = client or mturk_client(production=False)
+    for hit in batch.hits.filter(external_id__isnull=False):
+        try:
+            _call(client, "update_expiration_for_hit", HITId=hit.external_id, ExpireAt=EXPIRED_AT)
+        except MTurkError as exc:  # gone already: nothing left to expire
+            logger.info("batch %s: %s", batch.pk, exc)
+    with transaction.atomic():
+        _, deleted_by_model = Assignment.objects.filter(
+            hit__batch=batch, worker__source=WorkerSource.MTURK
+        ).delete()
+        deleted = deleted_by_model.get(Assignment._meta.label, 0)
+        batch.hits.update(external_id=None, published_at=None)
+        hits_recount_slots(hit_ids=batch.hits.values_list("pk", flat=True))
+        kept = {"settings": state["settings"]} if "settings" in state else {}
+        Batch.objects.filter(pk=batch.pk).update(mturk=kept)
+    return deleted
+
+
+# --- the HIT page inside MTurk ----------------------------------------------------------
+
+
+def mturk_assignment_open(
+    *, hit: HIT, worker_id: str, assignment_id: str, now: datetime | None = None
+) -> Assignment:
+    """Return the platform assignment of an accepted MTurk assignment, created on first use.
+
+    MTurk decides who may accept; the platform still refuses a blocked worker, a worker
+    who already did this HIT under another assignment, and a full HIT. A worker who
+    returned the HIT and accepted it again arrives with a new AssignmentId: the open
+    assignment follows it.
+    """
+    if not (mturk.valid_id(worker_id) and mturk.valid_id(assignment_id)):
+        raise ServiceError("this page needs MTurk's workerId and assignmentId")
+    now = now or timezone.now()
+    worker, _ = Worker.objects.get_or_create(source=WorkerSource.MTURK, external_id=worker_id)
+    if worker.is_blocked:
+        raise ServiceError(
+            "your worker ID is blocked from these HITs: please return this HIT on MTurk"
+        )
+    existing = _by_external_id(assignment_id)
+    if existing is not None:
+        if existing.hit_id != hit.pk or existing.worker_id != worker.pk:
+            raise ServiceError("this assignment belongs to another HIT or worker")
+        return existing
+    previous = Assignment.objects.filter(hit=hit, worker=worker).first()
+    if previous is not None:
+        return _follow_new_assignment(previous, assignment_id, now)
+    deadline = now + timedelta(minutes=batch_hit_settings(hit.batch).assignment_minutes)
+    try:
+        with transaction.atomic():  # the HIT stays locked until the MTurk id is on it
+            created = assignment_create(hit=hit, worker=worker, now=now)
+            Assignment.objects.filter(pk=created.pk).update(
+                external_id=assignment_id, deadline=deadline
+            )
+    except (ServiceError, IntegrityError):
+        again = _by_external_id(assignment_id)  # the same page opened twice at once
+        if again is not None and again.hit_id == hit.pk and again.worker_id == worker.pk:
+            return again
+        raise
+    return Assignment.objects.select_related("hit__batch", "worker").get(pk=created.pk)
+
+
+def _by_external_id(assignment_id: str) -> Assignment | None:
+    return (
+        Assignment.objects.select_related("hit__batch", "worker")
+        .filter(external_id=assignment_id)
+        .first()
+    )
+
+
+def _follow_new_assignment(previous: Assignment, assignment_id: str, now: datetime) -> Assignment:
+    if previous.status not in (AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED):
+        raise ServiceError(
+            "you already submitted this HIT under another assignment: please return this one"
+        )
+    deadline = now + timedelta(minutes=batch_hit_settings(previous.hit.batch).assignment_minutes)
+    with transaction.atomic():
+        hit = HIT.objects.select_for_update().get(pk=previous.hit_id)
+        locked = Assignment.objects.select_for_update().get(pk=previous.pk)
+        if locked.status == AssignmentStatus.EXPIRED:
+            active = Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
+            if active >= hit.max_assignments:
+                raise ServiceError(f"{hit} already has all {hit.max_assignments} assignments")
+        locked.status = AssignmentStatus.ACCEPTED
+        locked.external_id = assignment_id
+        locked.deadline = deadline
+        locked.save(update_fields=["status", "external_id", "deadline"])
+        hits_recount_slots(hit_ids=[hit.pk])
+    return Assignment.objects.select_related("hit__batch", "worker").get(pk=locked.pk)
+
+
+def mturk_assignment_find(*, assignment_id: str, worker_id: str, hit_id: str) -> Assignment | None:
+    """Return the assignment that MTurk's id triple names, or None when any part differs."""
+    if not all(mturk.valid_id(value) for value in (assignment_id, worker_id, hit_id)):
+        return None
+    return (
+        Assignment.objects.select_related("hit__batch", "worker")
+        .filter(
+            external_id=assignment_id,
+            worker__source=WorkerSource.MTURK,
+            worker__external_id=worker_id,
+            hit__external_id=hit_id,
+        )
+        .first()
+    )
+
+
+def hit_page_items(hit: HIT) -> list[dict[str, Any]]:
+    """Return the pairs of the MTurk HIT page, in order, without roles, with signed images."""
+    items = HITItem.objects.filter(hit=hit).select_related("image", "caption").order_by("position")
+    return [
+        {
+            "id": item.pk,
+            "position": item.position,
+            "image_url": image_path(item.pk) if item.image.file else None,
+            "caption": item.caption.text,
+        }
+        for item in items
+    ]
+
+
+# --- sync -------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncReport:
+    hits_checked: int = 0
+    hits_settled: int = 0  # every possible assignment decided: not asked again
+    approved: list[str] = field(default_factory=list)  # AssignmentIds approved now
+    rejected: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # rejected work re-posted
+    waiting: list[str] = field(default_factory=list)  # wait for a person here
+    missing: list[str] = field(default_factory=list)  # on MTurk, no judgements here
+    unconfirmed: list[str] = field(default_factory=list)  # stored here, not on MTurk yet
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        """Return the report as a person reads it, one line per fact."""
+        out = [
+            f"HITs checked: {self.hits_checked} (settled, skipped: {self.hits_settled})",
+            f"approved on MTurk: {len(self.approved)}, rejected: {len(self.rejected)}, "
+            f"re-posted: {len(self.replaced)}, waiting for review here: {len(self.waiting)}",
+        ]
+        for assignment_id in self.missing:
+            out.append(
+                f"MISSING {assignment_id}: submitted on MTurk, but its answers never reached "
+                "the platform; decide by hand (it was not approved)"
+            )
+        for assignment_id in self.unconfirmed:
+            out.append(f"not on MTurk yet: {assignment_id} (stored here, not submitted there)")
+        out += [f"PROBLEM {problem}" for problem in self.problems]
+        return out
+
+
+def mturk_sync(
+    *, batch: Batch, client: Any = None, replace_rejected: bool = True, now: datetime | None = None
+) -> SyncReport:
+    """Bring MTurk in line with the platform's decisions on a batch's published HITs.
+
+    Lists every MTurk assignment (all pages), approves what the platform approved, rejects
+    what it rejected (the feedback names the failed check pairs), re-posts rejected work
+    (CreateAdditionalAssignmentsForHIT) while the batch still needs it, and leaves work
+    that waits for a person alone. Submissions whose answers never reached the platform are
+    reported, never approved blindly. What was sent is recorded, so a second run sends
+    nothing again; a HIT whose every possible assignment is decided is not listed again.
+    """
+    now = now or timezone.now()
+    state = _state(batch)
+    if not state.get("environment"):
+        raise MTurkError(f"batch {batch.pk} is not published on MTurk")
+    client = client or mturk_client(production=state["environment"] == mturk.PRODUCTION)
+    report = SyncReport()
+    hits = list(batch.hits.filter(external_id__isnull=False).order_by("index"))
+    for hit in hits:
+        decided = sum(1 for entry in state.get("sent", {}).values() if entry.get("hit") == hit.pk)
+        capacity = _mturk_capacity(state, hit)
+        due = replace_rejected and batch.state == BatchState.ANNOTATING
+        if decided >= capacity and not (due and _replacements_due(state, hit)):
+            report.hits_settled += 1
+            continue
+        report.hits_checked += 1
+        try:
+            remote = list(
+                _pages(client, "list_assignments_for_hit", "Assignments", HITId=hit.external_id)
+            )
+        except MTurkError as exc:
+            report.problems.append(f"HIT {hit.index} ({hit.external_id}): {exc}")
+            continue
+        state = _sync_hit(client, batch, hit, remote, report, now)
+        if replace_rejected:
+            state = _replace_rejected(client, batch, hit, state, report, now)
+
+    def finished(state: dict[str, Any]) -> None:
+        state["last_sync_at"] = _now_iso(now)
+        state["report"] = report.to_json()
+
+    _state_update(batch.pk, finished)
+    return report
+
+
+def _mturk_capacity(state: dict[str, Any], hit: HIT) -> int:
+    """Return how many assignments MTurk may ever give out for a HIT (published + re-posted)."""
+    published = state.get("max_assignments", {}).get(str(hit.pk), hit.max_assignments)
+    return published + state.get("extra", {}).get(str(hit.pk), 0)
+
+
+def _replacements_due(state: dict[str, Any], hit: HIT) -> bool:
+    replaced = set(state.get("replaced", []))
+    return any(
+        entry.get("hit") == hit.pk and entry.get("decision") == "rejected" and aid not in replaced
+        for aid, entry in state.get("sent", {}).items()
+    )
+
+
+# The platform's decisions as MTurk names them; work that waits for a person has none.
+_MTURK_STATUS = {AssignmentStatus.APPROVED: "Approved", AssignmentStatus.REJECTED: "Rejected"}
+
+
+def _sync_hit(
+    client: Any,
+    batch: Batch,
+    hit: HIT,
+    remote: list[dict[str, Any]],
+    report: SyncReport,
+    now: datetime,
+) -> dict[str, Any]:
+    state = _state(batch)
+    sent = state.get("sent", {})
+    listed = {entry["AssignmentId"] for entry in remote}
+    local = {
+        a.external_id: a
+        for a in Assignment.objects.select_related("worker").filter(
+            hit=hit, external_id__isnull=False
+        )
+    }
+    for entry in remote:
+        aid, mturk_status = entry["AssignmentId"], entry.get("AssignmentStatus", "")
+        if aid in sent:
+            continue
+        platform = local.get(aid)
+        if platform is not None and platform.worker.external_id != entry.get("WorkerId"):
+            report.problems.append(
+                f"{aid}: MTurk names worker {entry.get('WorkerId')}, the platform "
+                f"{platform.worker.external_id}"
+            )
+            continue
+        if platform is None or platform.submitted_at is None:
+            report.missing.append(aid)
+            if mturk_status != "Submitted":  # decided on MTurk already: nothing left to send
+                state = _record(batch, aid, hit, mturk_status.lower(), "mturk", now)
+            continue
+        if mturk_status != "Submitted":  # auto-approved, or decided in MTurk's web UI
+            if _MTURK_STATUS.get(platform.status) != mturk_status:
+                report.problems.append(
+                    f"{aid}: {mturk_status} on MTurk, but {platform.status} here"
+                )
+            state = _record(batch, aid, hit, mturk_status.lower(), "mturk", now)
+            continue
+        if platform.status == AssignmentStatus.APPROVED:
+            params = {"AssignmentId": aid}
+            if platform.feedback.strip():
+                params["RequesterFeedback"] = platform.feedback.strip()[: mturk.FEEDBACK_MAX]
+            decision, method, bucket = "approved", "approve_assignment", report.approved
+        elif platform.status == AssignmentStatus.REJECTED:
+            feedback = mturk.rejection_feedback(
+                reviewer_text=platform.feedback, misses=golden_misses(platform)
+            )
+            params = {"AssignmentId": aid, "RequesterFeedback": feedback}
+            decision, method, bucket = "rejected", "reject_assignment", report.rejected
+        else:  # submitted: flagged or review_all, a person decides on the review page
+            report.waiting.append(aid)
+            continue
+        try:
+            _call(client, method, **params)
+        except MTurkError as exc:
+            report.problems.append(f"{aid}: {exc}")
+            continue
+        bucket.append(aid)
+        state = _record(batch, aid, hit, decision, "platform", now)
+    for aid, platform in local.items():
+        if aid not in listed and platform.submitted_at is not None and aid not in sent:
+            report.unconfirmed.append(aid)
+    return state
+
+
+def _record(
+    batch: Batch, aid: str, hit: HIT, decision: str, by: str, now: datetime
+) -> dict[str, Any]:
+    def store(state: dict[str, Any]) -> None:
+        sent = dict(state.get("sent", {}))
+        sent[aid] = {"decision": decision, "hit": hit.pk, "by": by, "at": _now_iso(now)}
+        state["sent"] = sent
+
+    return _state_update(batch.pk, store)
+
+
+def _replace_rejected(
+    client: Any, batch: Batch, hit: HIT, state: dict[str, Any], report: SyncReport, now: datetime
+) -> dict[str, Any]:
+    """Re-post one assignment per rejected one, while the HIT lacks approved work."""
+    if batch.state != BatchState.ANNOTATING:
+        return state
+    replaced = set(state.get("replaced", []))
+    due = [
+        aid
+        for aid, entry in state.get("sent", {}).items()
+        if entry.get("hit") == hit.pk
+        and entry.get("decision") == "rejected"
+        and aid not in replaced
+    ]
+    for aid in due:
+        active = Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
+        if active >= hit.max_assignments:  # the other slots hold (or will hold) enough work
+            state = _state_update(batch.pk, partial(_mark_replaced, aid=aid, hit=hit, extra=0))
+            continue
+        try:
+            _call(
+                client,
+                "create_additional_assignments_for_hit",
+                HITId=hit.external_id,
+                NumberOfAdditionalAssignments=1,
+                UniqueRequestToken=mturk.request_token("mitl-replace", aid),
+            )
+        except MTurkError as exc:
+            report.problems.append(f"re-posting HIT {hit.index} for {aid}: {exc}")
+            continue
+        report.replaced.append(aid)
+        state = _state_update(batch.pk, partial(_mark_replaced, aid=aid, hit=hit, extra=1))
+    return state
+
+
+def _mark_replaced(state: dict[str, Any], *, aid: str, hit: HIT, extra: int) -> None:
+    """Record a rejected assignment as handled: re-posted (extra=1) or not needed."""
+    state["replaced"] = [*state.get("replaced", []), aid]
+    if extra:
+        counts = dict(state.get("extra", {}))
+        counts[str(hit.pk)] = counts.get(str(hit.pk), 0) + extra
+        state["extra"] = counts
+
+
+def golden_misses(assignment: Assignment) -> list[mturk.GoldenMiss]:
+    """Return the check pairs an assignment answered wrongly, in page order."""
+    rows = (
+        Judgement.objects.filter(
+            assignment=assignment, item__role__in=[ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN]
+        )
+        .order_by("item__position")
+        .values_list("item__position", "item__role", "level")
+    )
+    misses = []
+    for position, role, level in rows:
+        is_match = role == ItemRole.GOLDEN_TP
+        if (Level(level) in POSITIVE_LEVELS) != is_match:
+            misses.append(mturk.GoldenMiss(position + 1, is_match, Level(level)))
+    return misses
+
+
+def mturk_sync_recorded(*, batch: Batch, client: Any = None) -> list[str]:
+    """Sync (see `mturk_sync`) and return the report's lines; a failure is kept as the
+    batch's last report too, so the admin page shows it."""
+    try:
+        return mturk_sync(batch=batch, client=client).lines()
+    except MTurkError as exc:
+        message = str(exc)
+
+    def failed(state: dict[str, Any]) -> None:
+        state["report"] = {**SyncReport().to_json(), "problems": [message]}
+        state["last_sync_at"] = _now_iso(timezone.now())
+
+    _state_update(batch.pk, failed)
+    return [f"PROBLEM {message}"]
+
+
+def mturk_sync_published(*, clients: dict[str, Any] | None = None) -> dict[int, list[str]]:
+    """Sync every batch published through the API; return each one's report lines.
+
+    Batches whose HITs came back through the offline CSV path have HITIds but no
+    environment: MTurk's web UI, not this sync, decides their work.
+    """
+    clients = dict(clients or {})
+    reports: dict[int, list[str]] = {}
+    batch_ids = (
+        HIT.objects.filter(external_id__isnull=False).values_list("batch_id", flat=True).distinct()
+    )
+    for batch in Batch.objects.filter(pk__in=list(batch_ids)).order_by("pk"):
+        environment = (batch.mturk or {}).get("environment")
+        if environment is None:
+            continue
+        if environment not in clients:
+            clients[environment] = mturk_client(production=environment == mturk.PRODUCTION)
+        reports[batch.pk] = mturk_sync_recorded(batch=batch, client=clients[environment])
+    return reports
+
+
+# --- money, time and workers ------------------------------------------------------------
+
+
+def _client_for(batch: Batch, client: Any) -> tuple[dict[str, Any], Any]:
+    state = _state(batch)
+    if not state.get("environment"):
+        raise MTurkError(f"batch {batch.pk} is not published on MTurk")
+    return state, client or mturk_client(production=state["environment"] == mturk.PRODUCTION)
+
+
+def mturk_bonus_send(
+    *,
+    assignment: Assignment,
+    amount: Decimal | str,
+    reason: str,
+    client: Any = None,
+    now: datetime | None = None,
+) -> bool:
+    """Pay a bonus for an MTurk assignment, once; return False when it was already paid."""
+    now = now or timezone.now()
+    assignment = Assignment.objects.select_related("worker", "hit__batch").get(pk=assignment.pk)
+    if assignment.worker.source != WorkerSource.MTURK or not assignment.external_id:
+        raise MTurkError(f"{assignment} was not done on MTurk: no bonus can be sent there")
+    try:
+        money = mturk.parse_money(amount, what="the bonus")
+    except MTurkInputError as exc:
+        raise MTurkError(str(exc)) from exc
+    reason = reason.strip()
+    if not reason:
+        raise MTurkError("say why the bonus is paid: the worker reads the reason")
+    token = mturk.request_token("mitl-bonus", assignment.external_id)
+    batch = assignment.hit.batch
+    state, client = _client_for(batch, client)
+    if token in state.get("bonuses", {}):
+        return False
+    _call(
+        client,
+        "send_bonus",
+        WorkerId=assignment.worker.external_id,
+        AssignmentId=assignment.external_id,
+        BonusAmount=str(money),
+        Reason=reason[: mturk.FEEDBACK_MAX],
+        UniqueRequestToken=token,
+    )
+
+    def store(state: dict[str, Any]) -> None:
+        bonuses = dict(state.get("bonuses", {}))
+        bonuses[token] = {
+            "assignment": assignment.external_id,
+            "worker": assignment.worker.external_id,
+            "amount": str(money),
+            "reason": reason,
+            "at": _now_iso(now),
+        }
+        state["bonuses"] = bonuses
+
+    _state_update(batch.pk, store)
+    return True
+
+
+def mturk_hits_expire(*, batch: Batch, client: Any = None, now: datetime | None = None) -> int:
+    """Take a batch's HITs off the market now (work already accepted can still be sent)."""
+    return _hits_expiration(batch=batch, until=EXPIRED_AT, client=client, now=now)
+
+
+def mturk_hits_extend(
+    *, batch: Batch, hours: int, client: Any = None, now: datetime | None = None
+) -> int:
+    """Keep a batch's HITs on the market until `hours` from now."""
+    if not 1 <= hours <= 365 * 24:
+        raise MTurkError(f"extend by 1 to {365 * 24} hours (got {hours})")
+    now = now or timezone.now()
+    return _hits_expiration(batch=batch, until=now + timedelta(hours=hours), client=client, now=now)
+
+
+def _hits_expiration(*, batch: Batch, until: datetime, client: Any, now: datetime | None) -> int:
+    now = now or timezone.now()
+    _, client = _client_for(batch, client)
+    problems, changed = [], 0
+    for hit in batch.hits.filter(external_id__isnull=False).order_by("index"):
+        try:
+            _call(client, "update_expiration_for_hit", HITId=hit.external_id, ExpireAt=until)
+            changed += 1
+        except MTurkError as exc:
+            problems.append(f"HIT {hit.index} ({hit.external_id}): {exc}")
+
+    def store(state: dict[str, Any]) -> None:
+        state["expires_at"] = _now_iso(max(until, now) if until != EXPIRED_AT else now)
+
+    _state_update(batch.pk, store)
+    if problems:
+        raise MTurkError(f"{changed} HITs changed; " + "; ".join(problems))
+    return changed
+
+
+def mturk_worker_block(
+    *, worker: Worker, reason: str, production: bool, client: Any = None
+) -> Worker:
+    """Block a worker on MTurk (CreateWorkerBlock) and on the platform."""
+    if worker.source != WorkerSource.MTURK:
+        raise MTurkError(f"{worker} is not an MTurk worker")
+    reason = reason.strip()
+    if not reason:
+        raise MTurkError("say why the worker is blocked: MTurk shows the reason to the worker")
+    client = client or mturk_client(production=production)
+    _call(client, "create_worker_block", WorkerId=worker.external_id, Reason=reason[:1024])
+    return worker_block(worker=worker, blocked=True)
+
+
+# --- the offline path: export for MTurk's web UI, import its results ---------------------
+
+
+@dataclass(frozen=True)
+class ExportFiles:
+    input_csv: str
+    layout_html: str
+    hits: int
+    skipped: int  # published through the API already
+
+
+def mturk_export(*, batch: Batch, base_url: str | None = None) -> ExportFiles:
+    """Return a batch's MTurk batch-input CSV and crowd-form layout (HITs not yet published)."""
+    if batch.state != BatchState.ANNOTATING:
+        raise MTurkError(f"batch {batch.pk} is {batch.state}: export a batch in annotating state")
+    try:
+        base = mturk.external_base_url(
+            settings.MTURK_EXTERNAL_BASE_URL if base_url is None else base_url, production=True
+        )
+    except MTurkInputError as exc:
+        raise MTurkError(str(exc)) from exc
+    rows, skipped = [], 0
+    items_of: dict[int, list[mturk.InputItem]] = {}
+    for item in (
+        HITItem.objects.filter(hit__batch=batch)
+        .select_related("image", "caption")
+        .order_by("hit__index", "position")
+    ):
+        url = base + image_path(item.pk) if item.image.file else ""
+        items_of.setdefault(item.hit_id, []).append(
+            mturk.InputItem(item_id=item.pk, image_url=url, caption=item.caption.text)
+        )
+    for hit in batch.hits.order_by("index"):
+        if hit.external_id:
+            skipped += 1
+            continue
+        rows.append(
+            mturk.InputHit(batch_id=batch.pk, hit_id=hit.pk, items=items_of.get(hit.pk, []))
+        )
+    if not rows:
+        raise MTurkError(f"batch {batch.pk} has no HIT left to export")
+    width = max(len(row.items) for row in rows)
+    layout = mturk.layout_html(pairs=width, followups=parse_batch_config(batch.config).followups)
+    return ExportFiles(
+        input_csv=mturk.batch_input_csv(rows), layout_html=layout, hits=len(rows), skipped=skipped
+    )
+
+
+@dataclass
+class ImportReport:
+    imported: int = 0
+    already: int = 0
+    errors: list[str] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)
+    # AssignmentId → (approve, feedback), or None while the work waits for a person
+    decisions: dict[str, tuple[bool, str] | None] = field(default_factory=dict)
+    statuses: Counter = field(default_factory=Counter)
+
+
+def mturk_results_import(
+    *, batch: Batch, text: str, source: str, now: datetime | None = None
+) -> ImportReport:
+    """Store the assignments of MTurk's batch-results CSV through the submit service.
+
+    Each row becomes an assignment of its MTurk worker with its judgements, and the golden
+    check applies as for any submission. A row already imported (same AssignmentId) is
+    counted, not stored again. A file that does not parse imports nothing; a row the
+    service refuses is reported as `file:line: why`, and the others are imported.
+    """
+    if batch.state != BatchState.ANNOTATING:
+        raise MTurkError(
+            f"batch {batch.pk} is {batch.state}: import results while it is annotating, "
+            "before its verdicts are aggregated"
+        )
+    rows, errors = mturk.parse_results_csv(text, source=source)
+    report = ImportReport(errors=errors)
+    if errors:
+        return report
+    config = parse_batch_config(batch.config)
+    hits = batch.hits.in_bulk([row.hit_id for row in rows])
+    for row in rows:
+        where = f"{source}:{row.line}"
+        hit = hits.get(row.hit_id)
+        if hit is None:
+            report.errors.append(f"{where}: HIT {row.hit_id} is not a HIT of batch {batch.pk}")
+            continue
+        if hit.external_id not in (None, row.hit_external_id):
+            report.errors.append(
+                f"{where}: HIT {row.hit_id} is MTurk HIT {hit.external_id}, not "
+                f"{row.hit_external_id}"
+            )
+            continue
+        try:
+            assignment, created = _import_row(hit, row, config, now)
+        except (ServiceError, IntegrityError) as exc:
+            report.errors.append(f"{where}: {exc}")
+            continue
+        hit.external_id = row.hit_external_id
+        if created:
+            report.imported += 1
+        else:
+            report.already += 1
+        report.statuses[assignment.status] += 1
+        report.decisions[row.assignment_external_id] = _decision(assignment)
+        if row.status != "Submitted" and _MTURK_STATUS.get(assignment.status) != row.status:
+            report.disagreements.append(
+                f"{where}: {row.assignment_external_id} is {row.status} on MTurk but "
+                f"{assignment.status} here"
+            )
+    return report
+
+
+def _import_row(
+    hit: HIT, row: mturk.ResultRow, config: Any, now: datetime | None
+) -> tuple[Assignment, bool]:
+    existing = _by_external_id(row.assignment_external_id)
+    if existing is not None:
+        if existing.hit_id != hit.pk or existing.worker.external_id != row.worker_external_id:
+            raise ServiceError(
+                f"assignment {row.assignment_external_id} is stored for another HIT or worker"
+            )
+        return existing, False
+    worker, _ = Worker.objects.get_or_create(
+        source=WorkerSource.MTURK, external_id=row.worker_external_id
+    )
+    submitted = row.submit_time or now or timezone.now()
+    answers = [
+        AnswerInput(
+            item_id=answer["item"],
+            level=answer["level"],
+            shortcomings=answer["shortcomings"],
+            wrong_concepts=answer["wrong_concepts"],
+            other_text=answer["other_text"],
+            elapsed_ms=answer["elapsed_ms"],
+        )
+        for answer in row.answers
+    ]
+    with transaction.atomic():  # all of the row, or nothing
+        if hit.external_id is None:
+            HIT.objects.filter(pk=hit.pk).update(external_id=row.hit_external_id)
+        assignment = assignment_create(hit=hit, worker=worker, now=submitted)
+        Assignment.objects.filter(pk=assignment.pk).update(
+            external_id=row.assignment_external_id,
+            **({"accepted_at": row.accept_time} if row.accept_time else {}),
+        )
+        result = assignment_submit(
+            assignment=assignment,
+            answers=answers,
+            followups_required=config.followups,
+            golden_policy=config.golden_policy,
+            worker=worker,
+            now=submitted,
+        )
+    return result.assignment, True
+
+
+def _decision(assignment: Assignment) -> tuple[bool, str] | None:
+    if assignment.status == AssignmentStatus.APPROVED:
+        return True, ""
+    if assignment.status == AssignmentStatus.REJECTED:
+        feedback = mturk.rejection_feedback(
+            reviewer_text=assignment.feedback, misses=golden_misses(assignment)
+        )
+        return False, feedback
+    return None

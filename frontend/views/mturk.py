@@ -1,0 +1,389 @@
+"""Amazon Mechanical Turk pages.
+
+For workers (no account: MTurk's ids say who they are): the HIT page that MTurk shows in
+its frame, its submit endpoint and its images. For staff: a batch's MTurk page (settings,
+cost, publish, sync, decisions, bonuses, blocks).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.clickjacking import xframe_options_exempt
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import mturk
+from annotation.assignments import AnswerInput, assignment_review, assignment_submit
+from annotation.models import (
+    HIT,
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    BatchState,
+    HITItem,
+    Worker,
+)
+from annotation.mturk_services import (
+    MTurkError,
+    batch_hit_settings,
+    hit_page_items,
+    mturk_assignment_find,
+    mturk_assignment_open,
+    mturk_batch_cost,
+    mturk_bonus_send,
+    mturk_hits_expire,
+    mturk_hits_extend,
+    mturk_sandbox_reset,
+    mturk_settings_save,
+    mturk_worker_block,
+    signature_valid,
+)
+from annotation.services import ServiceError
+from api.work import SubmissionSerializer
+from mitl.judgements import LEVEL_LABELS, SHORTCOMING_LABELS, WRONG_CONCEPT_LABELS, Level
+
+from .access import staff_required
+
+PRODUCTION_CONFIRMATION = "PRODUCTION"
+
+
+def _submit_hosts() -> tuple[str, ...]:
+    return (*mturk.SUBMIT_HOSTS, *settings.MTURK_ALLOWED_SUBMIT_HOSTS)
+
+
+def _framed(response: HttpResponse) -> HttpResponse:
+    """Let MTurk's sites (and a configured local stand-in) frame this response, nobody else."""
+    ancestors = dict.fromkeys((*mturk.FRAME_ANCESTORS, *settings.MTURK_ALLOWED_SUBMIT_HOSTS))
+    response["Content-Security-Policy"] = "frame-ancestors " + " ".join(ancestors)
+    return response
+
+
+def _page_context(hit: HIT) -> dict[str, Any]:
+    items = hit_page_items(hit)
+    return {
+        "hit": hit,
+        "items": items,
+        "followups": hit.batch.config.get("followups", True),
+        "levels": [
+            (level.value, LEVEL_LABELS[level], index + 1) for index, level in enumerate(Level)
+        ],
+        "middle_levels": json.dumps([Level.WEAK_YES.value, Level.WEAK_NO.value]),
+        "shortcomings": list(SHORTCOMING_LABELS.items()),
+        "wrong_concepts": list(WRONG_CONCEPT_LABELS.items()),
+    }
+
+
+def _notice(request: HttpRequest, hit: HIT | None, text: str, status: int, **extra: Any):
+    context = {"hit": hit, "notice": text, **extra}
+    return _framed(render(request, "frontend/mturk_hit.html", context, status=status))
+
+
+# The page lives in MTurk's frame: exempt from the site-wide X-Frame-Options DENY, and
+# framed only by MTurk's sites through the CSP header `_framed` sets.
+@xframe_options_exempt
+@require_GET
+def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse:
+    """Show a HIT inside MTurk: a preview with inputs off, or the worker's assignment.
+
+    MTurk adds `assignmentId` (ASSIGNMENT_ID_NOT_AVAILABLE in a preview), `hitId`,
+    `workerId` and `turkSubmitTo` to the URL. The signature in the path keeps HIT pages
+    from being enumerated.
+    """
+    if not signature_valid(kind="hit", pk=hit_id, signature=signature):
+        raise Http404("no such HIT")
+    hit = get_object_or_404(HIT.objects.select_related("batch"), pk=hit_id)
+    params = request.GET
+    assignment_id = params.get("assignmentId", "")
+    hit_param = params.get("hitId", "")
+    if hit.external_id is None or (hit_param and hit_param != hit.external_id):
+        return _notice(request, hit, "This HIT is not on MTurk (any more).", 404)
+    if hit.batch.state != BatchState.ANNOTATING:
+        return _notice(request, hit, "This HIT is closed: please return it on MTurk.", 410)
+    context = _page_context(hit)
+    if assignment_id in ("", mturk.PREVIEW_ASSIGNMENT_ID):
+        return _framed(render(request, "frontend/mturk_hit.html", {**context, "preview": True}))
+    try:
+        submit_to = mturk.submit_url(params.get("turkSubmitTo", ""), allowed=_submit_hosts())
+    except mturk.MTurkInputError as exc:
+        return _notice(request, hit, f"This page must be opened from MTurk: {exc}.", 400)
+    if hit_param != hit.external_id:
+        return _notice(request, hit, "This page must be opened from MTurk: hitId is missing.", 400)
+    worker_id = params.get("workerId", "")
+    try:
+        assignment = mturk_assignment_open(
+            hit=hit, worker_id=worker_id, assignment_id=assignment_id
+        )
+    except ServiceError as exc:
+        return _notice(request, hit, f"Sorry: {exc}.", 403)
+    if assignment.status != AssignmentStatus.ACCEPTED:
+        if assignment.submitted_at is not None:  # stored here; MTurk may not have it yet
+            return _notice(
+                request,
+                hit,
+                "Your answers to this HIT are saved. Press the button to finish it on MTurk.",
+                200,
+                finish={"action": submit_to, "assignment_id": assignment_id},
+            )
+        return _notice(
+            request, hit, "The time limit of this HIT has passed: please return it.", 410
+        )
+    query = urlencode({"assignmentId": assignment_id, "workerId": worker_id, "hitId": hit_param})
+    context |= {
+        "assignment": assignment,
+        "submit_url": f"{reverse('frontend:mturk-submit')}?{query}",
+        "mturk_submit_to": submit_to,
+        "assignment_id": assignment_id,
+    }
+    return _framed(render(request, "frontend/mturk_hit.html", context))
+
+
+# No CSRF token: MTurk workers have no session here, and the page runs in a third-party
+# frame where browsers withhold this site's cookies. The request proves itself instead by
+# naming an assignment, its worker and its HIT that match what was stored when the worker
+# accepted the HIT (ids a forger would have to guess), and it can only store answers for
+# that one open assignment, once.
+@csrf_exempt
+@require_POST
+def mturk_submit(request: HttpRequest) -> JsonResponse:
+    """Store an MTurk worker's answers through the submit service (a repeat is harmless)."""
+    assignment = mturk_assignment_find(
+        assignment_id=request.GET.get("assignmentId", ""),
+        worker_id=request.GET.get("workerId", ""),
+        hit_id=request.GET.get("hitId", ""),
+    )
+    if assignment is None:
+        return JsonResponse({"detail": "no such assignment"}, status=404)
+    try:
+        data = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return JsonResponse({"detail": "the body must be JSON"}, status=400)
+    serializer = SubmissionSerializer(data=data)
+    if not serializer.is_valid():
+        return JsonResponse(
+            {"detail": "invalid submission", "errors": serializer.errors}, status=400
+        )
+    answers = [
+        AnswerInput(
+            item_id=answer["item"],
+            level=answer["level"],
+            shortcomings=answer["shortcomings"],
+            wrong_concepts=answer["wrong_concepts"],
+            other_text=answer["other_text"],
+            elapsed_ms=answer["elapsed_ms"],
+        )
+        for answer in serializer.validated_data["answers"]
+    ]
+    config = assignment.hit.batch.config
+    try:
+        result = assignment_submit(
+            assignment=assignment,
+            answers=answers,
+            followups_required=config.get("followups", True),
+            golden_policy=config.get("golden_policy", "approve_or_flag"),
+            worker=assignment.worker,
+        )
+    except ServiceError as exc:
+        return JsonResponse({"detail": str(exc)}, status=400)
+    body = {
+        "assignment": result.assignment.pk,
+        "status": result.assignment.status,
+        "created": result.created,
+        "judgements": len(result.judgements),
+    }
+    return JsonResponse(body, status=201 if result.created else 200)
+
+
+@require_GET
+def mturk_image(request: HttpRequest, item_id: int, signature: str) -> FileResponse:
+    """Serve a HIT item's image to whoever holds its signed link (MTurk workers)."""
+    if not signature_valid(kind="image", pk=item_id, signature=signature):
+        raise Http404("no such image")
+    item = get_object_or_404(HITItem.objects.select_related("image"), pk=item_id)
+    if not item.image.file:
+        raise Http404("this dataset has no image files")
+    response = FileResponse(item.image.file.open("rb"))
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+# --- the admin's page -------------------------------------------------------------------
+
+
+@staff_required
+def mturk_batch(request: HttpRequest, batch_id: int) -> HttpResponse:
+    """Show a batch's MTurk state; POST runs one action and comes back here."""
+    batch = get_object_or_404(Batch.objects.select_related("dataset"), pk=batch_id)
+    if request.method == "POST":
+        action = _ACTIONS.get(request.POST.get("action", ""))
+        if action is None:
+            messages.error(request, "Unknown action.")
+        else:
+            try:
+                text = action(request, batch)
+            except ServiceError as exc:  # MTurkError included
+                messages.error(request, str(exc))
+            else:
+                messages.success(request, text)
+        return redirect("frontend:mturk-batch", batch_id=batch.pk)
+    return render(request, "frontend/mturk_batch.html", _batch_context(batch))
+
+
+def _batch_context(batch: Batch) -> dict[str, Any]:
+    state = batch.mturk or {}
+    try:
+        hit_settings = batch_hit_settings(batch)
+    except mturk.MTurkInputError:
+        hit_settings = mturk.HitTypeSettings()
+    hits = batch.hits.count()
+    published = batch.hits.filter(external_id__isnull=False).count()
+    sent = state.get("sent", {})
+    bonuses = {entry["assignment"]: entry for entry in state.get("bonuses", {}).values()}
+    assignments = [
+        {
+            "assignment": assignment,
+            "sent": sent.get(assignment.external_id),
+            "bonus": bonuses.get(assignment.external_id),
+        }
+        for assignment in Assignment.objects.filter(
+            hit__batch=batch, worker__source="mturk", external_id__isnull=False
+        )
+        .select_related("worker", "hit")
+        .order_by("-accepted_at")[:300]
+    ]
+    environment = state.get("environment")
+    return {
+        "batch": batch,
+        "state": state,
+        "settings": hit_settings,
+        "cost": mturk_batch_cost(batch=batch, hit_settings=hit_settings).to_json(),
+        "hits": hits,
+        "published": published,
+        "environment": environment,
+        "can_publish": batch.state == BatchState.ANNOTATING and hits > published,
+        "preview_url": mturk.worker_preview_url(environment, state["hit_group_id"])
+        if environment and state.get("hit_group_id")
+        else "",
+        "report": state.get("report"),
+        "last_publish": state.get("last_publish"),
+        "assignments": assignments,
+        "base_url": settings.MTURK_EXTERNAL_BASE_URL,
+        "confirmation": PRODUCTION_CONFIRMATION,
+    }
+
+
+def _save_settings(request: HttpRequest, batch: Batch) -> str:
+    fields = (
+        "title",
+        "description",
+        "keywords",
+        "reward",
+        "assignment_minutes",
+        "lifetime_hours",
+        "auto_approval_hours",
+        "min_approval_rate",
+        "min_approved_hits",
+        "locales",
+    )
+    raw = {name: request.POST[name] for name in fields if name in request.POST}
+    saved = mturk_settings_save(batch=batch, raw=raw)
+    cost = mturk_batch_cost(batch=batch, hit_settings=saved)
+    return f"Settings saved. Estimated cost: ${cost.total} (commission included)."
+
+
+def _publish(request: HttpRequest, batch: Batch) -> str:
+    from annotation.tasks import mturk_publish
+
+    production = request.POST.get("environment") == mturk.PRODUCTION
+    if production and request.POST.get("confirm", "").strip() != PRODUCTION_CONFIRMATION:
+        raise MTurkError(
+            f"Publishing on production pays real workers: type {PRODUCTION_CONFIRMATION} in "
+            "the confirmation box to go ahead."
+        )
+    mturk_publish.delay(batch.pk, production)
+    where = "production" if production else "the sandbox"
+    return f"Publishing on {where}: the outcome shows under “Last publish”."
+
+
+def _sync(request: HttpRequest, batch: Batch) -> str:
+    from annotation.tasks import mturk_sync
+
+    if not (batch.mturk or {}).get("environment"):
+        raise MTurkError("Publish the batch first: there is nothing on MTurk to sync.")
+    mturk_sync.delay(batch.pk)
+    return "Sync started: its report shows under “Last sync”."
+
+
+def _posted(request: HttpRequest, name: str) -> int:
+    try:
+        return int(request.POST.get(name, ""))
+    except ValueError:
+        raise Http404(f"no such {name}") from None
+
+
+def _review(request: HttpRequest, batch: Batch) -> str:
+    assignment = get_object_or_404(Assignment, pk=_posted(request, "assignment"), hit__batch=batch)
+    approve = request.POST.get("decision") == "approve"
+    assignment_review(
+        assignment=assignment,
+        approve=approve,
+        feedback=request.POST.get("feedback", ""),
+        reviewer=request.user,
+    )
+    verb = "approved" if approve else "rejected"
+    return f"Assignment {assignment.external_id} {verb}; the next sync tells MTurk."
+
+
+def _bonus(request: HttpRequest, batch: Batch) -> str:
+    assignment = get_object_or_404(Assignment, pk=_posted(request, "assignment"), hit__batch=batch)
+    amount = request.POST.get("amount", "")
+    sent = mturk_bonus_send(
+        assignment=assignment, amount=amount, reason=request.POST.get("reason", "")
+    )
+    if not sent:
+        return f"A bonus for {assignment.external_id} was paid before: nothing sent."
+    return f"Bonus of ${mturk.parse_money(amount)} sent for {assignment.external_id}."
+
+
+def _expire(request: HttpRequest, batch: Batch) -> str:
+    return f"{mturk_hits_expire(batch=batch)} HITs taken off the market."
+
+
+def _extend(request: HttpRequest, batch: Batch) -> str:
+    try:
+        hours = int(request.POST.get("hours", ""))
+    except ValueError:
+        raise MTurkError("Give the number of hours to extend by.") from None
+    return f"{mturk_hits_extend(batch=batch, hours=hours)} HITs extended by {hours} hours."
+
+
+def _block(request: HttpRequest, batch: Batch) -> str:
+    worker = get_object_or_404(Worker, pk=_posted(request, "worker"), source="mturk")
+    production = (batch.mturk or {}).get("environment") == mturk.PRODUCTION
+    mturk_worker_block(worker=worker, reason=request.POST.get("reason", ""), production=production)
+    return f"Worker {worker.external_id} blocked on MTurk and here."
+
+
+def _reset_sandbox(request: HttpRequest, batch: Batch) -> str:
+    deleted = mturk_sandbox_reset(batch=batch)
+    return f"Sandbox publication reset: {deleted} test assignments deleted."
+
+
+_ACTIONS = {
+    "settings": _save_settings,
+    "publish": _publish,
+    "sync": _sync,
+    "review": _review,
+    "bonus": _bonus,
+    "expire": _expire,
+    "extend": _extend,
+    "block": _block,
+    "reset_sandbox": _reset_sandbox,
+}

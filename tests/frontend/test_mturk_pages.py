@@ -1,0 +1,402 @@
+"""The MTurk pages through Django's test client: the HIT page in its three modes, framing
+only by MTurk, the session-less submit endpoint, signed images, and the admin's page (with
+the real boto3 client behind botocore's Stubber)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from urllib.parse import urlencode
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from annotation import mturk, mturk_services
+from annotation.models import HIT, Assignment, Batch, HITItem, Judgement, Worker
+from annotation.mturk_services import hit_page_path, image_path
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "correct horse battery"
+SANDBOX_SUBMIT = "https://workersandbox.mturk.com/mturk/externalSubmit"
+FRAME_ANCESTORS = (
+    "frame-ancestors https://www.mturk.com https://workersandbox.mturk.com https://worker.mturk.com"
+)
+
+
+@pytest.fixture(autouse=True)
+def _mturk_settings(settings, monkeypatch):
+    settings.MTURK_EXTERNAL_BASE_URL = "https://mitl.example.org"
+    settings.MTURK_ALLOWED_SUBMIT_HOSTS = []
+
+    def no_default_client(**kwargs):
+        pytest.fail("a page made its own MTurk client: this test gives none")
+
+    monkeypatch.setattr(mturk_services, "mturk_client", no_default_client)
+
+
+@pytest.fixture
+def published(annotating_batch):
+    """The annotating batch as if published on the sandbox (no MTurk call needed here)."""
+    for hit in annotating_batch.hits.all():
+        HIT.objects.filter(pk=hit.pk).update(external_id=f"3HIT{hit.pk:026d}")
+    Batch.objects.filter(pk=annotating_batch.pk).update(
+        mturk={"environment": "sandbox", "hit_type_id": "3TYPE1"}
+    )
+    annotating_batch.refresh_from_db()
+    return annotating_batch
+
+
+def first_hit(batch: Batch) -> HIT:
+    return batch.hits.order_by("index").first()
+
+
+def page_url(hit: HIT, **params: str) -> str:
+    return f"{hit_page_path(hit)}?{urlencode(params)}"
+
+
+def accepted(hit: HIT, worker: str = "A1WORKER", assignment: str = "3ASG1", **extra) -> str:
+    params = {
+        "assignmentId": assignment,
+        "hitId": hit.external_id,
+        "workerId": worker,
+        "turkSubmitTo": "https://workersandbox.mturk.com",
+        **extra,
+    }
+    return page_url(hit, **params)
+
+
+def answers_for(hit: HIT) -> dict:
+    level_of = {"golden_tp": "yes", "golden_tn": "no", "task": "yes"}
+    return {
+        "answers": [
+            {"item": item.pk, "level": level_of[item.role], "elapsed_ms": 800}
+            for item in HITItem.objects.filter(hit=hit).order_by("position")
+        ]
+    }
+
+
+# --- the HIT page -----------------------------------------------------------------------
+
+
+def test_a_preview_shows_every_pair_with_inputs_off_and_stores_nothing(client, published):
+    hit = first_hit(published)
+    response = client.get(
+        page_url(hit, assignmentId=mturk.PREVIEW_ASSIGNMENT_ID, hitId=hit.external_id)
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'data-preview="1"' in html
+    assert "Accept the HIT on MTurk to answer" in html
+    assert html.count('class="pair"') == hit.items.count()
+    assert "golden" not in html.lower()
+    assert "data-submit-url" not in html
+    assert not Assignment.objects.exists() and not Worker.objects.exists()
+
+
+def test_only_mturk_may_frame_the_hit_page(client, published):
+    hit = first_hit(published)
+    response = client.get(page_url(hit, assignmentId=mturk.PREVIEW_ASSIGNMENT_ID))
+    assert "X-Frame-Options" not in response
+    assert response["Content-Security-Policy"] == FRAME_ANCESTORS
+
+
+@pytest.mark.parametrize("name", ["login", "frontend:home", "frontend:mturk-submit"])
+def test_every_other_page_still_refuses_framing(client, name):
+    response = client.get(reverse(name))
+    assert response["X-Frame-Options"] == "DENY"
+    assert "Content-Security-Policy" not in response
+
+
+def test_a_forged_signature_or_another_hits_id_is_not_found(client, published):
+    hit = first_hit(published)
+    assert client.get(f"/mturk/hits/{hit.pk}/forged/").status_code == 404
+    other = published.hits.order_by("index")[1]
+    response = client.get(accepted(hit, hitId=other.external_id))
+    assert response.status_code == 404
+    assert "not on MTurk" in response.content.decode()
+    assert not Assignment.objects.exists()
+
+
+def test_accepting_opens_the_workers_assignment_without_an_account(client, published):
+    hit = first_hit(published)
+    response = client.get(accepted(hit))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assignment = Assignment.objects.get(external_id="3ASG1")
+    assert (assignment.hit_id, assignment.worker.source) == (hit.pk, "mturk")
+    assert assignment.worker.external_id == "A1WORKER"
+    assert f'data-mturk-submit-to="{SANDBOX_SUBMIT}"' in html
+    assert 'data-mturk-assignment-id="3ASG1"' in html
+    assert "/mturk/submit/?assignmentId=3ASG1&amp;workerId=A1WORKER&amp;hitId=3HIT" in html
+    assert 'data-preview="1"' not in html
+    assert response["Content-Security-Policy"] == FRAME_ANCESTORS
+    assert client.get(accepted(hit)).status_code == 200  # a reload resumes the same work
+    assert Assignment.objects.count() == 1
+
+
+def test_turk_submit_to_must_be_one_of_mturks_sites(client, published, settings):
+    hit = first_hit(published)
+    response = client.get(accepted(hit, turkSubmitTo="https://evil.example"))
+    assert response.status_code == 400
+    assert "must be opened from MTurk" in response.content.decode()
+    assert not Assignment.objects.exists()
+    settings.MTURK_ALLOWED_SUBMIT_HOSTS = ["http://127.0.0.1:8765"]  # a local stand-in
+    response = client.get(accepted(hit, turkSubmitTo="http://127.0.0.1:8765"))
+    assert response.status_code == 200
+    assert 'data-mturk-submit-to="http://127.0.0.1:8765/mturk/externalSubmit"' in (
+        response.content.decode()
+    )
+    assert response["Content-Security-Policy"] == f"{FRAME_ANCESTORS} http://127.0.0.1:8765"
+
+
+def test_an_accepted_page_without_mturks_hit_id_is_refused(client, published):
+    url = accepted(first_hit(published)).replace("hitId=", "hitIdx=")
+    response = client.get(url)
+    assert response.status_code == 400
+    assert "hitId is missing" in response.content.decode()
+    assert not Assignment.objects.exists()
+
+
+def test_a_blocked_worker_is_told_why(client, published):
+    Worker.objects.create(source="mturk", external_id="A1BAD", is_blocked=True)
+    response = client.get(accepted(first_hit(published), worker="A1BAD"))
+    assert response.status_code == 403
+    assert "blocked from these HITs: please return this HIT" in response.content.decode()
+    assert not Assignment.objects.exists()
+
+
+def test_a_closed_batch_asks_to_return_the_hit(client, published):
+    Batch.objects.filter(pk=published.pk).update(state="aggregating")
+    response = client.get(accepted(first_hit(published)))
+    assert response.status_code == 410
+    assert "This HIT is closed" in response.content.decode()
+
+
+def test_the_submit_needs_no_session_nor_csrf_token_and_stores_once(published):
+    hit = first_hit(published)
+    worker = Client(enforce_csrf_checks=True)  # a third-party frame sends no cookie
+    assert worker.get(accepted(hit)).status_code == 200
+    query = urlencode({"assignmentId": "3ASG1", "workerId": "A1WORKER", "hitId": hit.external_id})
+    url = f"{reverse('frontend:mturk-submit')}?{query}"
+    body = json.dumps(answers_for(hit))
+    first = worker.post(url, body, content_type="application/json")
+    assert first.status_code == 201
+    assert first.json() == {
+        "assignment": Assignment.objects.get().pk,
+        "status": "approved",
+        "created": True,
+        "judgements": hit.items.count(),
+    }
+    again = worker.post(url, body, content_type="application/json")
+    assert (again.status_code, again.json()["created"]) == (200, False)
+    assert Judgement.objects.count() == hit.items.count()
+
+
+@pytest.mark.parametrize(
+    "wrong", [{"workerId": "A1OTHER"}, {"hitId": "3HITOTHER"}, {"assignmentId": "3ASG9"}]
+)
+def test_a_submit_naming_another_worker_hit_or_assignment_is_not_found(client, published, wrong):
+    hit = first_hit(published)
+    client.get(accepted(hit))
+    params = {"assignmentId": "3ASG1", "workerId": "A1WORKER", "hitId": hit.external_id}
+    url = f"{reverse('frontend:mturk-submit')}?{urlencode(params | wrong)}"
+    response = client.post(url, json.dumps(answers_for(hit)), content_type="application/json")
+    assert response.status_code == 404
+    assert not Judgement.objects.exists()
+
+
+def test_a_stored_hit_offers_to_finish_on_mturk(client, published):
+    hit = first_hit(published)
+    client.get(accepted(hit))
+    query = urlencode({"assignmentId": "3ASG1", "workerId": "A1WORKER", "hitId": hit.external_id})
+    client.post(
+        f"{reverse('frontend:mturk-submit')}?{query}",
+        json.dumps(answers_for(hit)),
+        content_type="application/json",
+    )
+    html = client.get(accepted(hit)).content.decode()
+    assert "Your answers to this HIT are saved" in html
+    assert f'action="{SANDBOX_SUBMIT}"' in html
+    assert 'name="assignmentId" value="3ASG1"' in html
+
+
+def test_signed_images_are_served_and_unsigned_ones_are_not(client, published):
+    item = first_hit(published).items.order_by("position").first()
+    response = client.get(image_path(item.pk))
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content).startswith(b"\x89PNG")
+    assert client.get(f"/mturk/images/{item.pk}/forged/").status_code == 404
+
+
+# --- the admin's page -------------------------------------------------------------------
+
+
+@pytest.fixture
+def staff(db):
+    return get_user_model().objects.create_user("boss", password=PASSWORD, is_staff=True)
+
+
+@pytest.fixture
+def mturk_api(monkeypatch):
+    """The real boto3 client behind a Stubber, handed to the services the page calls."""
+    api = boto3.client(
+        "mturk",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        endpoint_url=mturk.SANDBOX_ENDPOINT,
+    )
+    monkeypatch.setattr(mturk_services, "mturk_client", lambda **kwargs: api)
+    with Stubber(api) as stub:
+        yield stub
+
+
+def batch_page(batch: Batch) -> str:
+    return reverse("frontend:mturk-batch", args=[batch.pk])
+
+
+def test_the_admin_page_is_for_staff_only(client, annotating_batch):
+    assert client.get(batch_page(annotating_batch)).status_code == 302
+    annotator = get_user_model().objects.create_user("ann", password=PASSWORD)
+    client.force_login(annotator)
+    assert client.get(batch_page(annotating_batch)).status_code == 403
+    assert client.post(batch_page(annotating_batch), {"action": "sync"}).status_code == 403
+
+
+def test_the_admin_sees_the_cost_and_saves_settings(client, staff, annotating_batch):
+    client.force_login(staff)
+    hits = annotating_batch.hits.count()
+    html = client.get(batch_page(annotating_batch)).content.decode()
+    assert f'<strong id="mturk-total">${Decimal("0.60") * hits * 2}</strong>' in html
+    assert 'name="reward" value="0.50"' in html
+    response = client.post(
+        batch_page(annotating_batch),
+        {
+            "action": "settings",
+            "title": "Match images and descriptions",
+            "description": "Judge 18 pairs.",
+            "keywords": "image",
+            "reward": "1.00",
+            "assignment_minutes": "40",
+            "lifetime_hours": "24",
+            "auto_approval_hours": "48",
+            "min_approval_rate": "98",
+            "min_approved_hits": "",
+            "locales": "US GB",
+        },
+        follow=True,
+    )
+    total = str(Decimal("1.20") * hits * 2)
+    assert f"Settings saved. Estimated cost: ${total}" in response.content.decode()
+    state = Batch.objects.get(pk=annotating_batch.pk).mturk
+    assert state["settings"]["reward"] == "1.00"
+    assert state["settings"]["min_approved_hits"] is None
+    assert state["settings"]["locales"] == ["US", "GB"]
+    assert state["cost_estimate"]["total"] == total
+    bad = client.post(
+        batch_page(annotating_batch), {"action": "settings", "reward": "x"}, follow=True
+    )
+    assert "must be a dollar amount" in bad.content.decode()
+
+
+def test_production_needs_the_typed_confirmation(client, staff, annotating_batch):
+    client.force_login(staff)
+    response = client.post(
+        batch_page(annotating_batch),
+        {"action": "publish", "environment": "production", "confirm": "yes"},
+        follow=True,
+    )
+    assert "type PRODUCTION in the confirmation box" in response.content.decode()
+    assert not annotating_batch.hits.filter(external_id__isnull=False).exists()
+
+
+def test_the_admin_publishes_on_the_sandbox_then_decides_and_pays(
+    client, staff, annotating_batch, mturk_api, eager_celery
+):
+    client.force_login(staff)
+    hits = list(annotating_batch.hits.order_by("index"))
+    mturk_api.add_response("create_hit_type", {"HITTypeId": "3TYPE1"})
+    for hit in hits:
+        mturk_api.add_response(
+            "create_hit_with_hit_type",
+            {"HIT": {"HITId": f"3HIT{hit.pk:026d}", "HITGroupId": "3GROUP1"}},
+        )
+    response = client.post(
+        batch_page(annotating_batch), {"action": "publish", "environment": "sandbox"}, follow=True
+    )
+    mturk_api.assert_no_pending_responses()
+    html = response.content.decode()
+    assert "Publishing on the sandbox" in html
+    assert f"sandbox: {len(hits)} HITs published now, 0 before" in html
+    assert "https://workersandbox.mturk.com/mturk/preview?groupId=3GROUP1" in html
+    assert not annotating_batch.hits.filter(external_id__isnull=True).exists()
+
+    hit = HIT.objects.get(pk=hits[0].pk)
+    worker = Client()
+    worker.get(accepted(hit))
+    wrong = answers_for(hit)
+    tn = hit.items.get(role="golden_tn")
+    for answer in wrong["answers"]:
+        if answer["item"] == tn.pk:
+            answer["level"] = "yes"
+    query = urlencode({"assignmentId": "3ASG1", "workerId": "A1WORKER", "hitId": hit.external_id})
+    worker.post(
+        f"{reverse('frontend:mturk-submit')}?{query}",
+        json.dumps(wrong),
+        content_type="application/json",
+    )
+    assignment = Assignment.objects.get(external_id="3ASG1")
+    assert (assignment.status, assignment.flagged) == ("submitted", True)
+    assert "3ASG1" in client.get(batch_page(annotating_batch)).content.decode()
+
+    response = client.post(
+        batch_page(annotating_batch),
+        {"action": "review", "assignment": assignment.pk, "decision": "approve"},
+        follow=True,
+    )
+    assert "Assignment 3ASG1 approved; the next sync tells MTurk." in response.content.decode()
+    mturk_api.add_response(
+        "send_bonus",
+        {},
+        {
+            "WorkerId": "A1WORKER",
+            "AssignmentId": "3ASG1",
+            "BonusAmount": "0.30",
+            "Reason": "Thanks",
+            "UniqueRequestToken": "mitl-bonus-3ASG1",
+        },
+    )
+    response = client.post(
+        batch_page(annotating_batch),
+        {"action": "bonus", "assignment": assignment.pk, "amount": "0.3", "reason": "Thanks"},
+        follow=True,
+    )
+    mturk_api.assert_no_pending_responses()
+    assert "Bonus of $0.30 sent for 3ASG1." in response.content.decode()
+
+    mturk_api.add_response(
+        "list_assignments_for_hit",
+        {
+            "Assignments": [
+                {
+                    "AssignmentId": "3ASG1",
+                    "WorkerId": "A1WORKER",
+                    "HITId": hit.external_id,
+                    "AssignmentStatus": "Submitted",
+                }
+            ]
+        },
+    )
+    mturk_api.add_response("approve_assignment", {}, {"AssignmentId": "3ASG1"})
+    for _ in hits[1:]:
+        mturk_api.add_response("list_assignments_for_hit", {"Assignments": []})
+    response = client.post(batch_page(annotating_batch), {"action": "sync"}, follow=True)
+    mturk_api.assert_no_pending_responses()
+    html = response.content.decode()
+    assert "1 approved, 0 rejected, 0 re-posted, 0 waiting for review here." in html
+    assert "approved (platform)" in html
