@@ -478,7 +478,7 @@ def mturk_sandbox_reset(*, batch: Batch, client: Any = None) -> int:
     if state.get("environment") != mturk.SANDBOX:
         raise MTurkError(f"batch {batch.pk} is not published on the sandbox: nothing to reset")
     client = client or mturk_client(production=False)
-    for hit in batch.hits.filter(external_id__isnull=False):
+    for hit in batch.hits.filter(external_id__isnull=False).order_by("index"):
         try:
             _call(client, "update_expiration_for_hit", HITId=hit.external_id, ExpireAt=EXPIRED_AT)
         except MTurkError as exc:  # gone already: nothing left to expire

@@ -64,6 +64,7 @@ def hit_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
     page = assignment_page(assignment=assignment)
     context = {
         "assignment": assignment,
+        "hit_label": str(assignment.hit_id),
         "items": page["items"],
         "followups": page["followups"],
         "levels": [

@@ -85,6 +85,16 @@ def published(annotating_batch):
     return annotating_batch.hits.order_by("index").first()
 
 
+def frame_refused(page, seconds: float = 10.0) -> bool:
+    """Wait until Chromium swaps the frame for its error page (it may lag the load event)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if len(page.frames) > 1 and page.frames[1].url.startswith("chrome-error://"):
+            return True
+        page.wait_for_timeout(100)
+    return False
+
+
 def frame_src(live_server, hit: HIT, **params: str) -> str:
     query = urlencode({"hitId": hit.external_id, **params})
     return f"{live_server.url}{hit_page_path(hit)}?{query}"
@@ -99,7 +109,7 @@ def test_the_preview_is_framed_by_mturk_only_and_cannot_be_answered(
     settings.MTURK_ALLOWED_SUBMIT_HOSTS = []  # this origin is not MTurk: no frame
     page = new_page()
     page.goto(fake_mturk.origin + "/", wait_until="load")
-    assert page.frames[1].url.startswith("chrome-error://")  # refused by frame-ancestors
+    assert frame_refused(page)  # by frame-ancestors
     assert page.frame_locator("#mturk").locator(".pair").count() == 0
 
     settings.MTURK_ALLOWED_SUBMIT_HOSTS = [fake_mturk.origin]
