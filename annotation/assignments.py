@@ -287,6 +287,24 @@ def assignment_submit(
     raise ServiceError("this assignment expired: its time limit has passed; ask for a new HIT")
 
 
+def assignment_submit_as_worker(
+    *, assignment: Assignment, answers: Sequence[AnswerInput]
+) -> SubmissionResult:
+    """Submit the assignment's own worker's answers under its batch's settings.
+
+    The batch decides whether follow-ups are required and which golden policy applies;
+    the web page, the API and MTurk's frame all submit this way.
+    """
+    config = assignment.hit.batch.config
+    return assignment_submit(
+        assignment=assignment,
+        answers=answers,
+        followups_required=config.get("followups", True),
+        golden_policy=config.get("golden_policy", "approve_or_flag"),
+        worker=assignment.worker,
+    )
+
+
 def _golden_failures(judgements: Sequence[Judgement]) -> tuple[str, ...]:
     items = HITItem.objects.in_bulk([j.item_id for j in judgements])
     return golden_check(

@@ -19,7 +19,8 @@ from rest_framework.response import Response
 
 from annotation.assignments import (
     AnswerInput,
-    assignment_submit,
+    SubmissionResult,
+    assignment_submit_as_worker,
     hit_assign_next,
     worker_for_user,
 )
@@ -172,7 +173,19 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
         return _not_found(assignment_id)
     serializer = SubmissionSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)  # a 400 naming the field (api/errors.py)
-    answers = [
+    try:
+        result = assignment_submit_as_worker(
+            assignment=assignment, answers=answer_inputs(serializer.validated_data)
+        )
+    except ServiceError as exc:
+        return Response({"detail": str(exc)}, status=400)
+    body = {**submission_summary(result), "next": reverse("frontend:work")}
+    return Response(body, status=201 if result.created else 200)
+
+
+def answer_inputs(validated: dict[str, Any]) -> list[AnswerInput]:
+    """Turn a validated SubmissionSerializer's data into the service's answers."""
+    return [
         AnswerInput(
             item_id=answer["item"],
             level=answer["level"],
@@ -181,28 +194,19 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
             other_text=answer["other_text"],
             elapsed_ms=answer["elapsed_ms"],
         )
-        for answer in serializer.validated_data["answers"]
+        for answer in validated["answers"]
     ]
-    config = assignment.hit.batch.config
-    try:
-        result = assignment_submit(
-            assignment=assignment,
-            answers=answers,
-            followups_required=config.get("followups", True),
-            golden_policy=config.get("golden_policy", "approve_or_flag"),
-            worker=assignment.worker,
-        )
-    except ServiceError as exc:
-        return Response({"detail": str(exc)}, status=400)
-    body = {
+
+
+def submission_summary(result: SubmissionResult) -> dict[str, Any]:
+    """Say what was stored: status, whether this call stored it, and the golden result."""
+    return {
         "assignment": result.assignment.pk,
         "status": result.assignment.status,
         "created": result.created,
         "judgements": len(result.judgements),
         "golden_passed": result.assignment.golden_passed,
-        "next": reverse("frontend:work"),
     }
-    return Response(body, status=201 if result.created else 200)
 
 
 def _payload(assignment: Assignment) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import mturk
-from annotation.assignments import AnswerInput, assignment_review, assignment_submit
+from annotation.assignments import assignment_review, assignment_submit_as_worker
 from annotation.models import (
     HIT,
     Assignment,
@@ -47,7 +47,7 @@ from annotation.mturk_services import (
     signature_valid,
 )
 from annotation.services import ServiceError
-from api.work import SubmissionSerializer
+from api.work import SubmissionSerializer, answer_inputs, submission_summary
 from mitl.judgements import LEVEL_LABELS, SHORTCOMING_LABELS, WRONG_CONCEPT_LABELS, Level
 
 from .access import staff_required
@@ -170,34 +170,13 @@ def mturk_submit(request: HttpRequest) -> JsonResponse:
         return JsonResponse(
             {"detail": "invalid submission", "errors": serializer.errors}, status=400
         )
-    answers = [
-        AnswerInput(
-            item_id=answer["item"],
-            level=answer["level"],
-            shortcomings=answer["shortcomings"],
-            wrong_concepts=answer["wrong_concepts"],
-            other_text=answer["other_text"],
-            elapsed_ms=answer["elapsed_ms"],
-        )
-        for answer in serializer.validated_data["answers"]
-    ]
-    config = assignment.hit.batch.config
     try:
-        result = assignment_submit(
-            assignment=assignment,
-            answers=answers,
-            followups_required=config.get("followups", True),
-            golden_policy=config.get("golden_policy", "approve_or_flag"),
-            worker=assignment.worker,
+        result = assignment_submit_as_worker(
+            assignment=assignment, answers=answer_inputs(serializer.validated_data)
         )
     except ServiceError as exc:
         return JsonResponse({"detail": str(exc)}, status=400)
-    body = {
-        "assignment": result.assignment.pk,
-        "status": result.assignment.status,
-        "created": result.created,
-        "judgements": len(result.judgements),
-    }
+    body = submission_summary(result)
     return JsonResponse(body, status=201 if result.created else 200)
 
 

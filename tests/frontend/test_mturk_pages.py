@@ -191,6 +191,7 @@ def test_the_submit_needs_no_session_nor_csrf_token_and_stores_once(published):
         "status": "approved",
         "created": True,
         "judgements": hit.items.count(),
+        "golden_passed": True,
     }
     again = worker.post(url, body, content_type="application/json")
     assert (again.status_code, again.json()["created"]) == (200, False)
