@@ -327,14 +327,29 @@ def _finite_or_none(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
+# Display order of the metric families; "@K" metrics follow K. A stored result's own key
+# order is not kept (PostgreSQL's jsonb sorts keys), so the order is decided here.
+METRIC_FAMILIES = (
+    "recall",
+    "r_precision",
+    "map_at_r",
+    "pmrp",
+    "ndcg",
+    "coco_5k_recall",
+    "coco_1k_recall",
+)
+
+
+def _display_rank(key: str) -> tuple[int, int, str]:
+    family, _, k = key.partition("@")
+    rank = METRIC_FAMILIES.index(family) if family in METRIC_FAMILIES else len(METRIC_FAMILIES)
+    return rank, int(k) if k.isdigit() else 0, key
+
+
 def metric_keys(result: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Return the metric names of a result in display order (counts left out)."""
-    keys: list[str] = []
-    for direction in DIRECTIONS:
-        for key in result.get(direction, {}):
-            if key not in COUNT_KEYS and key not in keys:
-                keys.append(key)
-    return keys
+    keys = {key for direction in DIRECTIONS for key in result.get(direction, {})}
+    return sorted(keys - set(COUNT_KEYS), key=_display_rank)
 
 
 def format_table(result: Mapping[str, Mapping[str, Any]]) -> str:
