@@ -25,6 +25,7 @@ from .models import (
     HIT,
     Assignment,
     AssignmentStatus,
+    Batch,
     BatchState,
     HITItem,
     Judgement,
@@ -70,7 +71,9 @@ def hits_recount_slots(*, hit_ids: Iterable[int] | None = None) -> int:
         hits = hits.filter(batch__state=BatchState.ANNOTATING)
     else:
         hits = hits.filter(pk__in=list(hit_ids))
-    return hits.update(active_assignments=Coalesce(_active_subquery(), 0))
+    exact = Coalesce(_active_subquery(), 0)
+    # Only rows whose hint is off are written: no churn, no locks on the others.
+    return hits.exclude(active_assignments=exact).update(active_assignments=exact)
 
 
 def assignments_expire(*, now: datetime | None = None) -> int:
@@ -267,6 +270,9 @@ def assignment_submit(
                 created=False,
             )
         elif locked.status == AssignmentStatus.ACCEPTED:
+            state = Batch.objects.filter(hits=locked.hit_id).values_list("state", flat=True)[0]
+            if state != BatchState.ANNOTATING:  # closed early, or cancelled: verdicts are set
+                raise ServiceError(f"this HIT's batch is {state} and takes no more answers")
             items = {item.pk: item for item in HITItem.objects.filter(hit_id=locked.hit_id)}
             judgements = _build_judgements(locked, items, answers, followups_required)
             Judgement.objects.bulk_create(judgements)
@@ -416,6 +422,17 @@ def assignment_review(
         if not approve:
             hits_recount_slots(hit_ids=[locked.hit_id])
     return locked
+
+
+def assignments_close_batch(*, batch_id: int) -> int:
+    """End the open (accepted) work of a batch that stops taking answers; return how much.
+
+    Called when annotation closes (also early, with --force) and when a batch is cancelled,
+    so nobody resumes a HIT whose answers could no longer count.
+    """
+    return Assignment.objects.filter(
+        hit__batch_id=batch_id, status=AssignmentStatus.ACCEPTED
+    ).update(status=AssignmentStatus.EXPIRED)
 
 
 def worker_block(*, worker: Worker, blocked: bool) -> Worker:

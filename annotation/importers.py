@@ -10,6 +10,8 @@ import csv
 import io
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from json.decoder import scanstring
 from pathlib import Path
@@ -31,6 +33,11 @@ class CaptionRow:
 
 def parse_captions_tsv(path: Path) -> list[CaptionRow]:
     """Read a captions TSV (`caption_id image_id file_name caption`, with that header)."""
+    with _csv_problems(path):
+        return _parse_captions_tsv(path)
+
+
+def _parse_captions_tsv(path: Path) -> list[CaptionRow]:
     handle = io.StringIO(read_text(path), newline="")
     rows: list[CaptionRow] = []
     seen_captions: dict[int, int] = {}
@@ -139,11 +146,22 @@ def read_text(path: Path) -> str:
         ) from None
 
 
+@contextmanager
+def _csv_problems(path: Path) -> Iterator[None]:
+    """Turn the csv module's own errors (e.g. a field over its size limit) into file errors."""
+    try:
+        yield
+    except csv.Error as exc:
+        raise ImportFileError(f"{path}: not a readable table ({exc})") from None
+
+
 def _load_json(path: Path) -> object:
     try:
         return json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise ImportFileError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
+    except RecursionError:
+        raise ImportFileError(f"{path}: JSON nested too deeply") from None
 
 
 def _parse_id(path: Path, line: int | None, field: str, value: object) -> int:
@@ -184,6 +202,11 @@ class CxcRating:
 
 def parse_cxc_sits(path: Path) -> list[CxcRating]:
     """Read a CxC SITS CSV (`caption,image,agg_score,sampling_method`) into ratings."""
+    with _csv_problems(path):
+        return _parse_cxc_sits(path)
+
+
+def _parse_cxc_sits(path: Path) -> list[CxcRating]:
     handle = io.StringIO(read_text(path), newline="")
     ratings: list[CxcRating] = []
     seen: dict[tuple[int, int], int] = {}
@@ -302,6 +325,8 @@ class _JsonFile:
             self.data = json.loads(self.text)
         except json.JSONDecodeError as exc:
             raise ImportFileError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise ImportFileError(f"{path}: JSON nested too deeply") from None
 
     def error(self, where: JsonPath, problem: str) -> ImportFileError:
         # The line is looked up only when something is wrong: the happy path pays nothing.

@@ -140,11 +140,11 @@ class CostSerializer(serializers.Serializer):
     items_per_hit = serializers.IntegerField(help_text="Pairs per HIT, goldens included.")
     assignments = serializers.IntegerField()
     judgements = serializers.IntegerField()
-    reward_per_assignment = serializers.DecimalField(max_digits=12, decimal_places=2)
+    reward_per_assignment = serializers.DecimalField(max_digits=24, decimal_places=2)
     commission_rate = serializers.DecimalField(max_digits=4, decimal_places=2)
-    rewards = serializers.DecimalField(max_digits=14, decimal_places=2)
-    commission = serializers.DecimalField(max_digits=14, decimal_places=2)
-    total = serializers.DecimalField(max_digits=14, decimal_places=2)
+    rewards = serializers.DecimalField(max_digits=24, decimal_places=2)
+    commission = serializers.DecimalField(max_digits=24, decimal_places=2)
+    total = serializers.DecimalField(max_digits=24, decimal_places=2)
 
 
 class RewardSerializer(serializers.Serializer):

@@ -159,6 +159,10 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "celery")
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_ACKS_LATE = True
+# With late acks, Redis redelivers a task not acknowledged within the visibility timeout
+# (1 h by default): it must outlast the longest task (imports, up to 6 h) or a running
+# task starts a second time.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 7 * 3600}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -177,8 +181,6 @@ MTURK_EXTERNAL_BASE_URL = os.environ.get("MTURK_EXTERNAL_BASE_URL", "")
 # Extra `turkSubmitTo` origins (a local stand-in for MTurk), honoured only with DEBUG on.
 MTURK_ALLOWED_SUBMIT_HOSTS = _env_list("MTURK_ALLOWED_SUBMIT_HOSTS", "") if DEBUG else []
 
-# Sessions are read from the process's cache first: one query less per request.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "frontend:work"
 LOGOUT_REDIRECT_URL = "login"

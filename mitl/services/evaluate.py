@@ -41,6 +41,13 @@ def caption_split_of(*, dataset: Dataset) -> CaptionSplit:
     )
 
 
+def _may_replace(stored: Evaluation, submitted_by: AbstractBaseUser | None) -> bool:
+    """Only the account that submitted a model (or staff) may replace its row."""
+    if submitted_by is None:  # the command line, run by whoever runs the server
+        return True
+    return submitted_by.is_staff or stored.submitted_by_id == submitted_by.pk
+
+
 def evaluation_submit(
     *,
     release: Release,
@@ -51,7 +58,8 @@ def evaluation_submit(
     """Score a model's rankings on a release and store them as its leaderboard row.
 
     The same rankings again return the stored row untouched; other rankings under the
-    same model name replace its metrics. Bad rankings raise ServiceError, storing nothing.
+    same model name replace its metrics, when the same account (or staff) sends them.
+    Bad rankings raise ServiceError, storing nothing.
     """
     model_name = model_name.strip()
     if not model_name or len(model_name) > MODEL_NAME_MAX:
@@ -60,6 +68,10 @@ def evaluation_submit(
     stored = Evaluation.objects.filter(release=release, model_name=model_name).first()
     if stored is not None and stored.rankings_sha256 == checksum:
         return stored
+    if stored is not None and not _may_replace(stored, submitted_by):
+        raise ServiceError(
+            f"model {model_name!r} was submitted by another account; choose another name"
+        )
     try:
         truth = release_load(release.path)
         split = None

@@ -18,14 +18,15 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, F, Q
 
+from annotation.assignments import assignments_close_batch
 from annotation.models import (
     HIT,
-    Assignment,
     AssignmentStatus,
     Batch,
     BatchState,
     Dataset,
     MachineAnnotator,
+    Release,
 )
 from annotation.services import ServiceError
 from mitl.config import BatchConfig, parse_batch_config
@@ -123,9 +124,7 @@ def batch_cancel(*, batch: Batch) -> Batch:
         Batch.objects.filter(pk=batch.pk).update(state=BatchState.CANCELLED)
         # The HITs of a cancelled batch are never handed out again, so their slot counts
         # no longer matter; only the workers' open assignments must end.
-        Assignment.objects.filter(hit__batch=locked, status=AssignmentStatus.ACCEPTED).update(
-            status=AssignmentStatus.EXPIRED
-        )
+        assignments_close_batch(batch_id=locked.pk)
     batch.refresh_from_db()
     return batch
 
@@ -199,9 +198,12 @@ def stage_advance(
         elif stage == BatchState.ANNOTATING:
             if hits_missing_work(batch=batch) and not force:
                 return False
+            assignments_close_batch(batch_id=batch.pk)
         else:
             verdicts_aggregate(batch=batch, config=config, tracker=tracker)
-            release_create(batch=batch, config=config)
+            # A retry after the release was written (before the state moved) adds no v2.
+            if not Release.objects.filter(batches=batch).exists():
+                release_create(batch=batch, config=config)
     except Exception as exc:
         # Only while the stage is current: a twin that lost a race must not mark a batch
         # that has already moved on as failed.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import shutil
 from collections import Counter
@@ -162,6 +164,17 @@ def release_create(
         bundle_checksum_path(final_dir).unlink(missing_ok=True)
         raise
     return release
+
+
+def worker_pseudonym(worker: str) -> str:
+    """Return a stable, non-reversible name for a worker in published files.
+
+    Releases are shared: MTurk WorkerIds link to people's Amazon profiles, and login names
+    help password guessing. The same worker keeps one pseudonym across releases of this
+    installation (keyed by SECRET_KEY), so per-worker analyses still work.
+    """
+    digest = hmac.new(settings.SECRET_KEY.encode(), worker.encode(), hashlib.sha256)
+    return f"w-{digest.hexdigest()[:16]}"
 
 
 def _bias_report(batch: Batch) -> dict[str, Any] | None:
@@ -371,7 +384,7 @@ def _judgement_rows(batch: Batch) -> Iterator[dict[str, Any]]:
             "wrong_concepts": mask_to_wrong_concepts(concepts),
             "other_text": other,
             "elapsed_ms": elapsed,
-            "worker": f"{source}:{worker}",
+            "worker": worker_pseudonym(f"{source}:{worker}"),
             "batch": batch.pk,
             "hit": hit,
             "assignment": assignment,

@@ -25,6 +25,7 @@ from annotation.assignments import (
     assignment_create,
     assignment_review,
     assignment_submit,
+    assignments_close_batch,
     assignments_expire,
     hit_assign_next,
     hits_recount_slots,
@@ -721,6 +722,34 @@ def test_the_slot_hint_follows_every_way_work_takes_or_frees_a_slot(tiny):
     assignments_expire(now=T0 + 24 * 60 * MINUTE)
     assert slot_hints_match_the_truth()
     HIT.objects.filter(pk=hits[0].pk).update(active_assignments=3)  # drifted: looks full
-    assert hits_recount_slots() == 2
+    assert hits_recount_slots() == 1  # only the drifted HIT is written
     assert slot_hints_match_the_truth()
     assert take(worker_make("late"), now=T0 + 24 * 60 * MINUTE).hit == hits[0]
+
+
+# --- a batch that stops taking answers -----------------------------------------------------
+
+
+@pytest.mark.parametrize("state", [BatchState.AGGREGATING, BatchState.CANCELLED])
+def test_work_on_a_batch_that_left_annotating_is_refused_and_nothing_stored(tiny, state):
+    batch = batch_make(tiny)
+    hit = hit_make(batch, 0)
+    assignment = take(worker_make("late"))
+    Batch.objects.filter(pk=batch.pk).update(state=state)
+    with pytest.raises(ServiceError, match=f"batch is {state} and takes no more answers"):
+        submit(assignment, answers(hit))
+    assert not Judgement.objects.exists()
+    assert status_of(assignment) == "accepted"
+
+
+def test_closing_a_batch_ends_its_open_work_only(tiny):
+    batch, other = batch_make(tiny), batch_make(tiny)
+    open_here = assignment_create(hit=hit_make(batch, 0), worker=worker_make("a"), now=T0)
+    done_here = work_done(hit_make(batch, 1), worker_make("b"), RIGHT)
+    open_there = assignment_create(hit=hit_make(other, 0), worker=worker_make("c"), now=T0)
+    assert assignments_close_batch(batch_id=batch.pk) == 1
+    assert [status_of(a) for a in (open_here, done_here, open_there)] == [
+        "expired",
+        "approved",
+        "accepted",
+    ]

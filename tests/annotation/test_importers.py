@@ -15,7 +15,12 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
-from annotation.importers import ImportFileError, parse_captions_tsv, parse_cxc_sits
+from annotation.importers import (
+    ImportFileError,
+    parse_captions_tsv,
+    parse_cxc_sits,
+    parse_eccv_positives,
+)
 from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
 from annotation.services import ServiceError, dataset_import_tsv, positives_import_eccv
 
@@ -560,3 +565,17 @@ def test_sits_file_without_rows_or_missing_is_refused(tmp_path):
         parse_cxc_sits(write_sits(tmp_path / "empty.csv", []))
     with pytest.raises(ImportFileError, match="cannot open"):
         parse_cxc_sits(tmp_path / "nope.csv")
+
+
+def test_a_field_longer_than_the_csv_limit_is_a_file_error_not_a_crash(tmp_path):
+    path = tmp_path / "captions.tsv"
+    path.write_text(f"{HEADER}\n1\t2\ta.jpg\t{'x' * 200_000}\n")
+    with pytest.raises(ImportFileError, match=r"captions.tsv: not a readable table"):
+        parse_captions_tsv(path)
+
+
+def test_json_nested_too_deeply_is_a_file_error_not_a_crash(tmp_path):
+    path = tmp_path / "i2t.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ImportFileError, match="nested too deeply"):
+        parse_eccv_positives(path, path)

@@ -90,6 +90,30 @@ def test_other_rankings_under_the_same_name_replace_the_row(release):
     assert Evaluation.objects.get().metrics == second.metrics != first.metrics
 
 
+def test_only_the_submitter_or_staff_may_replace_a_models_row(release, django_user_model):
+    alice = django_user_model.objects.create_user("alice")
+    mallory = django_user_model.objects.create_user("mallory")
+    boss = django_user_model.objects.create_user("boss", is_staff=True)
+    mine = evaluation_submit(
+        release=release, model_name="a", rankings=model_rankings(release, 1), submitted_by=alice
+    )
+    with pytest.raises(ServiceError, match="submitted by another account"):
+        evaluation_submit(
+            release=release,
+            model_name="a",
+            rankings=model_rankings(release, 2),
+            submitted_by=mallory,
+        )
+    assert Evaluation.objects.get().metrics == mine.metrics
+    evaluation_submit(
+        release=release, model_name="a", rankings=model_rankings(release, 2), submitted_by=alice
+    )
+    evaluation_submit(
+        release=release, model_name="a", rankings=model_rankings(release, 3), submitted_by=boss
+    )
+    assert Evaluation.objects.count() == 1
+
+
 def test_bad_rankings_or_names_store_nothing(release):
     rankings = model_rankings(release, 1)
     missing = {"i2t": dict(list(rankings["i2t"].items())[1:]), "t2i": rankings["t2i"]}

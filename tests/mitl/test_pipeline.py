@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -425,6 +426,16 @@ def test_running_each_stage_again_is_a_no_op(batch):
     assert hit_layout() == layout
 
 
+def test_aggregating_again_after_its_release_was_written_adds_no_second_release(batch):
+    batch = to_annotating(batch)
+    simulate(batch)
+    assert batch_run_until(batch_id=batch.pk, until="released", force=True) == "released"
+    # A retry of the stage whose state update was lost (the release row exists already).
+    Batch.objects.filter(pk=batch.pk).update(state="aggregating")
+    assert stage_run(batch_id=batch.pk, stage="aggregating") == "released"
+    assert Release.objects.filter(batches=batch).count() == 1
+
+
 def test_annotating_waits_for_people_unless_forced(batch):
     batch = to_annotating(batch)
     assert hits_missing_work(batch=batch) == HIT.objects.filter(batch=batch).count()
@@ -703,7 +714,12 @@ def test_release_files_load_in_eccv_caption_and_hold_every_query_and_the_positiv
     rows = [json.loads(line) for line in lines]
     assert {row["role"] for row in rows} == {"task", "golden_tp", "golden_tn"}
     assert {row["assignment_status"] for row in rows} <= {"approved", "submitted"}
-    assert all(row["batch"] == batch.pk and row["worker"].startswith("simulated:") for row in rows)
+    assert all(row["batch"] == batch.pk for row in rows)
+    # Workers appear under stable pseudonyms, one per worker, never their ids.
+    assert all(re.fullmatch(r"w-[0-9a-f]{16}", row["worker"]) for row in rows)
+    workers = Worker.objects.filter(assignments__hit__batch=batch).distinct()
+    assert len({row["worker"] for row in rows}) == workers.count()
+    assert not any(worker.external_id in lines[0] for worker in workers)
 
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest == release.manifest

@@ -26,7 +26,8 @@ from annotation.models import (
 )
 from annotation.services import ServiceError
 from mitl import synthetic
-from mitl.aggregation import PAIR_RULES
+from mitl.aggregation import PAIR_RULES, eccv_verdict
+from mitl.judgements import Level
 from mitl.releases import VERDICT_COLUMNS, bundle_checksum_path, bundle_path
 from mitl.services.bias import bias_report_build
 from mitl.services.pipeline import batch_config, batch_create, batch_run_until
@@ -350,7 +351,7 @@ def test_a_dawid_skene_batch_gets_posterior_verdicts_that_match_the_truth(
         "candidate__image", "candidate__caption"
     )
     assert verdicts.exists() and {v.rule for v in verdicts} == {"dawid_skene"}
-    correct = 0
+    correct = majority_correct = 0
     for verdict in verdicts:
         assert 0.5 <= verdict.confidence <= 1.0
         truth = synthetic.judge(
@@ -358,7 +359,15 @@ def test_a_dawid_skene_batch_gets_posterior_verdicts_that_match_the_truth(
             generated.caption(verdict.candidate.caption.ext_id),
         )
         correct += verdict.is_positive == truth.is_positive
-    assert correct / verdicts.count() >= 0.9
+        answers = Judgement.objects.filter(
+            item__candidate=verdict.candidate, assignment__status="approved"
+        ).values_list("level", flat=True)
+        majority = eccv_verdict([Level(level) for level in answers])
+        majority_correct += majority.is_positive == truth.is_positive
+    # With 1 to 3 answers a pair, Dawid-Skene matches the truth about as well as the majority
+    # (the adversarial-crowd test in test_aggregation.py shows where it does better).
+    assert correct / verdicts.count() >= 0.85
+    assert correct >= majority_correct - 0.05 * verdicts.count()
     assert release.manifest["rule"] == "dawid_skene"
     rows = csv.DictReader(io.StringIO((Path(release.path) / "verdicts.csv").read_text()))
     assert {row["rule"] for row in rows} == {"dawid_skene"}

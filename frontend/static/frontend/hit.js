@@ -216,6 +216,12 @@ function offerNextHit() {
 
 // --- wiring -----------------------------------------------------------------------------
 
+/** Enter moves on only from the pair itself; links, buttons and summaries keep their own. */
+function enterIsOurs(target) {
+  if (target === document.body || target === document.documentElement) return true;
+  return root.contains(target) && !target.closest("a, button, summary, textarea");
+}
+
 function typingInText(target) {
   return target instanceof HTMLInputElement && target.type === "text";
 }
@@ -241,7 +247,7 @@ document.addEventListener(
     } else if (event.key === "ArrowLeft") {
       event.preventDefault();
       show(current - 1);
-    } else if (event.key === "Enter" && !(event.target instanceof HTMLButtonElement)) {
+    } else if (event.key === "Enter" && enterIsOurs(event.target)) {
       event.preventDefault();
       advance();
     }
