@@ -174,8 +174,9 @@ def _invalid(manifest: Mapping[str, Any]) -> str:
         "## Invalid captions\n\n"
         'Original captions that people judged "100% NO" for their own image were reviewed '
         "by an admin (ECCV Caption Appendix C.1). Captions marked invalid (meaningless, or "
-        "wrong for their own image) are left out of every file, as queries and as "
-        f"positives. This release leaves out {len(invalid)}"
+        "wrong for their own image) are left out as queries and as positives (and out of "
+        "`verdicts.csv` and the qrels); `judgements.jsonl` keeps every raw answer. "
+        f"This release leaves out {len(invalid)}"
         + (f" ({listed})" if listed else "")
         + "; `manifest.json` lists them with their reasons.\n"
     )

@@ -24,7 +24,9 @@ def invalid_captions(request: HttpRequest) -> HttpResponse:
     """List captions to review with their images; mark or unmark one (POST, then redirect)."""
     if request.method == "POST":
         raw_pk = request.POST.get("caption", "")
-        caption = get_object_or_404(Caption, pk=int(raw_pk) if raw_pk.isdigit() else 0)
+        caption = get_object_or_404(
+            Caption, pk=int(raw_pk) if raw_pk.isascii() and raw_pk.isdigit() else 0
+        )
         action = request.POST.get("action")
         try:
             if action == "mark":

@@ -60,7 +60,7 @@ class IdListField(forms.CharField):
         text = super().to_python(value)
         ids = []
         for token in filter(None, ID_SEPARATORS.split(text)):
-            if not token.isdigit():
+            if not (token.isascii() and token.isdigit()):
                 raise forms.ValidationError(f"{token!r} is not an id: write whole numbers only.")
             ids.append(int(token))
         return list(dict.fromkeys(ids))
@@ -215,7 +215,13 @@ def estimate_display(estimate: CostEstimate, *, queries: int, candidates: int) -
 
 
 def _count_ids(text: str | None) -> int:
-    return len({int(token) for token in ID_SEPARATORS.split(text or "") if token.isdigit()})
+    return len(
+        {
+            int(token)
+            for token in ID_SEPARATORS.split(text or "")
+            if (token.isascii() and token.isdigit())
+        }
+    )
 
 
 @staff_required
