@@ -498,7 +498,7 @@ def free_port() -> int:
 class Gunicorn:
     """gunicorn running `config.wsgi` with 2 sync workers, in its own process group."""
 
-    def __init__(self, workers: int, log: IO[bytes]) -> None:
+    def __init__(self, workers: int, threads: int, log: IO[bytes]) -> None:
         self.port = free_port()
         self.log = log
         env = {
@@ -516,6 +516,8 @@ class Gunicorn:
                 "config.wsgi",
                 "-w",
                 str(workers),
+                "--threads",
+                str(threads),
                 "-b",
                 f"127.0.0.1:{self.port}",
             ],
@@ -804,7 +806,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     )
 
     with tempfile.TemporaryFile(prefix="bench-submit-gunicorn-") as log:
-        server = Gunicorn(workers=args.workers, log=log)
+        server = Gunicorn(workers=args.workers, threads=args.threads, log=log)
         try:
             server.wait_healthy()
             print(
@@ -900,7 +902,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60, help="timed window (default 60)")
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn sync workers (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="threads per gunicorn worker (default 1: sync workers; more overlap database waits)",
+    )
     parser.add_argument(
         "--hits",
         type=int,
