@@ -300,6 +300,22 @@ def request_token(*parts: object) -> str:
     return token
 
 
+def publication_nonce(started_at: str) -> str:
+    """Return the part of CreateHIT tokens that tells publications of one batch apart.
+
+    `started_at` is the ISO time the publication started (kept in `Batch.mturk`): a resumed
+    publish has the same one, hence the same tokens, while publishing again after a sandbox
+    reset gets new tokens, which MTurk would otherwise refuse as repeats for 24 hours.
+    """
+    try:
+        moment = datetime.fromisoformat(started_at)
+    except (TypeError, ValueError):
+        raise MTurkInputError(f"publication start {started_at!r} is not an ISO time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return str(int(moment.timestamp()))
+
+
 def requester_annotation(batch_id: int, hit_id: int) -> str:
     """Return the note stored on an MTurk HIT, so a resumed publish can find it again."""
     return f"mitl:batch={batch_id}:hit={hit_id}"
@@ -322,6 +338,12 @@ class GoldenMiss:
 
 
 AUTOMATIC_PREFIX = "Rejected automatically: "  # the feedback `assignment_submit` writes
+# RequesterFeedback of a submission MTurk has but the platform never received (a worker
+# who posted to externalSubmit without the HIT page, or whose answers were lost).
+MISSING_FEEDBACK = (
+    "No answers reached the platform for this assignment: the HIT was submitted on MTurk "
+    "without the answers being saved through the HIT page, so there is no work to approve."
+)
 
 
 def rejection_feedback(*, reviewer_text: str, misses: Sequence[GoldenMiss]) -> str:
@@ -575,12 +597,22 @@ def parse_results_csv(text: str, *, source: str) -> tuple[list[ResultRow], list[
     rows: list[ResultRow] = []
     errors: list[str] = []
     line = 2  # the header is line 1; a quoted cell may span several lines
-    for raw in reader:
+    while True:
+        try:
+            raw = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a cell over the csv module's size limit
+            errors.append(f"{source}:{line}: unreadable CSV ({exc}); the rest was not read")
+            break
         start, line = line, reader.line_num + 1
         try:
             rows.append(_result_row(raw, start))
         except MTurkInputError as exc:
             errors.append(f"{source}:{start}: {exc}")
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            # A tampered file that slipped past the checks below must not stop the import.
+            errors.append(f"{source}:{start}: unreadable answers ({type(exc).__name__})")
     return rows, errors
 
 
@@ -698,25 +730,53 @@ def _text(value: Any) -> str:
 
 
 def _clean_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """Return one answer in submit format, refusing values of the wrong type or size."""
+    raw_item = answer.get("item")
     try:
-        item = int(answer.get("item"))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise MTurkInputError(f"answer for item {answer.get('item')!r}: not an item id") from None
+        if isinstance(raw_item, bool):
+            raise TypeError
+        item = int(raw_item)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise MTurkInputError(f"answer for item {raw_item!r}: not an item id") from None
     level = answer.get("level")
-    if level not in {lv.value for lv in Level}:
+    if not isinstance(level, str) or level not in {lv.value for lv in Level}:
         raise MTurkInputError(f"item {item}: no answer chosen (got {level!r})")
-    try:
-        elapsed = max(0, int(answer.get("elapsed_ms") or 0))
-    except (TypeError, ValueError):
-        elapsed = 0
+    other_text = answer.get("other_text")
+    if other_text is not None and not isinstance(other_text, str):
+        raise MTurkInputError(f"item {item}: `other_text` must be text (got {other_text!r})")
     return {
         "item": item,
         "level": level,
-        "shortcomings": [str(s) for s in answer.get("shortcomings") or []],
-        "wrong_concepts": [str(c) for c in answer.get("wrong_concepts") or []],
-        "other_text": str(answer.get("other_text") or ""),
-        "elapsed_ms": elapsed,
+        "shortcomings": _codes(answer.get("shortcomings"), item, "shortcomings"),
+        "wrong_concepts": _codes(answer.get("wrong_concepts"), item, "wrong_concepts"),
+        "other_text": other_text or "",
+        "elapsed_ms": _elapsed_ms(answer.get("elapsed_ms"), item),
     }
+
+
+def _codes(value: Any, item: int, name: str) -> list[str]:
+    """Return a list of reason codes; anything but a list of strings is refused."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(code, str) for code in value):
+        raise MTurkInputError(f"item {item}: `{name}` must be a list of codes (got {value!r})")
+    return list(value)
+
+
+def _elapsed_ms(value: Any, item: int) -> int:
+    """Return a time in whole milliseconds (0 when missing); NaN and infinity are refused."""
+    if value is None or value == "":
+        return 0
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = float(value) if isinstance(value, str) else value
+        elapsed = int(number)  # OverflowError for ±inf, ValueError for NaN
+    except (TypeError, ValueError, OverflowError):
+        raise MTurkInputError(
+            f"item {item}: `elapsed_ms` must be a number of milliseconds (got {value!r})"
+        ) from None
+    return max(0, elapsed)
 
 
 _TZ_OFFSETS = {"UTC": 0, "GMT": 0, "PST": -8, "PDT": -7, "EST": -5, "EDT": -4}

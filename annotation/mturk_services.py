@@ -19,14 +19,21 @@ publish or sync again sends nothing twice:
     replaced [AssignmentId]        rejected assignments already replaced
     bonuses {token: {...}}         bonuses paid
     report, last_sync_at           the last sync's report
+    sync_lease {token, since, until}  held while a sync runs, so two never overlap
+
+The HIT page only stores MTurk work, as submitted: anyone can open that public page with
+made-up ids, so the sync applies the batch's golden policy, and only to the assignments
+that MTurk itself lists for the HIT.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -43,12 +50,15 @@ from django.utils.crypto import constant_time_compare
 from mitl.config import parse_batch_config
 from mitl.costs import CostEstimate, mturk_cost
 from mitl.judgements import POSITIVE_LEVELS, Level
+from mitl.quality import golden_check
 
 from . import mturk
 from .assignments import (
     ACTIVE_STATUSES,
     AnswerInput,
+    SubmissionResult,
     assignment_create,
+    assignment_review,
     assignment_submit,
     hits_recount_slots,
     worker_block,
@@ -84,12 +94,23 @@ RETRY_TRIES = 4
 RETRY_BASE_SECONDS = 0.5  # 0.5, 1, 2 s between tries
 PAGE_SIZE = 100  # MTurk's largest page
 EXPIRED_AT = datetime(2000, 1, 1, tzinfo=UTC)  # "a time in the past" expires a HIT now
+# How long after MTurk's SubmitTime the platform waits for a submission's answers before
+# the sync rejects it on MTurk (else MTurk's auto-approval would pay for no work); also how
+# long after its deadline work stored here may still turn up on MTurk.
+MISSING_GRACE = timedelta(hours=1)
+# A sync holds this lease on its batch; longer than the sync task's time limit (30 min), so
+# a lease left by a killed sync lapses by itself soon after.
+SYNC_LEASE = timedelta(minutes=31)
 _HIT_SALT = "mitl.mturk.hit"
 _IMAGE_SALT = "mitl.mturk.image"
 
 
 class MTurkError(ServiceError):
     """MTurk refused a call, or the batch cannot go to MTurk; the message says why."""
+
+
+class SyncRunning(MTurkError):
+    """Another sync of the batch holds its lease: this one did nothing."""
 
 
 # --- the client and its calls -----------------------------------------------------------
@@ -345,30 +366,26 @@ def mturk_publish(
         )
         state.setdefault("publish_started_at", _now_iso(now))
 
-    _state_update(batch.pk, started)
+    nonce = mturk.publication_nonce(_state_update(batch.pk, started)["publish_started_at"])
     todo = [hit for hit in hits if not hit.external_id]
     if todo and resumed:
         result.recovered = _recover_published(client, batch, todo, hit_type_id, now)
         recovered = set(batch.hits.filter(external_id__isnull=False).values_list("pk", flat=True))
         todo = [hit for hit in todo if hit.pk not in recovered]
     group_id = state.get("hit_group_id", "")
-    lifetime = hit_settings.lifetime_hours * 3600
-    free = _free_slots(todo)
+    common = {"HITTypeId": hit_type_id, "LifetimeInSeconds": hit_settings.lifetime_hours * 3600}
     for done, hit in enumerate(todo, start=1):
-        if free[hit.pk] < 1:  # platform annotators filled it before publication
-            result.full += 1
-            continue
-        url = base + hit_page_path(hit)
+        # Same publication, same token: a resumed publish repeats it; a new one does not.
+        token = mturk.request_token("mitl", environment, nonce, batch.pk, hit.pk)
         try:
-            answer = _call(
+            outcome, created = _publish_hit(
                 client,
-                "create_hit_with_hit_type",
-                HITTypeId=hit_type_id,
-                MaxAssignments=free[hit.pk],
-                LifetimeInSeconds=lifetime,
-                Question=mturk.external_question_xml(url),
-                RequesterAnnotation=mturk.requester_annotation(batch.pk, hit.pk),
-                UniqueRequestToken=mturk.request_token("mitl", environment, batch.pk, hit.pk),
+                batch,
+                hit,
+                common=common,
+                url=base + hit_page_path(hit),
+                token=token,
+                now=now,
             )
         except MTurkError as exc:
             total = result.already + result.recovered + result.created
@@ -376,10 +393,12 @@ def mturk_publish(
                 f"{total} of {len(hits)} HITs are on MTurk; then {exc}. Run the publish "
                 "again to resume: published HITs are not created twice"
             ) from exc
-        created = answer["HIT"]
-        HIT.objects.filter(pk=hit.pk).update(external_id=created["HITId"], published_at=now)
-        if free[hit.pk] != hit.max_assignments:
-            _state_update(batch.pk, partial(_note_capacity, hit=hit, slots=free[hit.pk]))
+        if outcome == "full":  # platform annotators filled it before publication
+            result.full += 1
+            continue
+        if outcome == "already":  # a concurrent publish got there first
+            result.already += 1
+            continue
         group_id = group_id or created.get("HITGroupId", "")
         result.created += 1
         logger.info("batch %s: HIT %s published as %s", batch.pk, hit.index, created["HITId"])
@@ -397,14 +416,45 @@ def mturk_publish(
     return result
 
 
-def _free_slots(hits: list[HIT]) -> dict[int, int]:
-    """Return each HIT's slots not held by platform work, which MTurk may hand out."""
-    held = Counter(
-        Assignment.objects.filter(hit__in=hits, status__in=ACTIVE_STATUSES).values_list(
-            "hit_id", flat=True
+def _publish_hit(
+    client: Any,
+    batch: Batch,
+    hit: HIT,
+    *,
+    common: dict[str, Any],
+    url: str,
+    token: str,
+    now: datetime,
+) -> tuple[str, dict[str, Any]]:
+    """Create one HIT on MTurk with the slots platform work left free.
+
+    Returns ("created", MTurk's HIT), ("full", {}) or ("already", {}) (published meanwhile).
+    The free slots are counted under the HIT's row lock, which is held until the HITId is
+    stored: platform annotators keep taking HITs while a publication runs (minutes of calls),
+    and from the moment the HIT has its HITId they no longer get it.
+    """
+    with transaction.atomic():
+        locked = HIT.objects.select_for_update().get(pk=hit.pk)
+        if locked.external_id:
+            return "already", {}
+        held = Assignment.objects.filter(hit=locked, status__in=ACTIVE_STATUSES).count()
+        slots = locked.max_assignments - held
+        if slots < 1:
+            return "full", {}
+        answer = _call(
+            client,
+            "create_hit_with_hit_type",
+            **common,
+            MaxAssignments=slots,
+            Question=mturk.external_question_xml(url),
+            RequesterAnnotation=mturk.requester_annotation(batch.pk, locked.pk),
+            UniqueRequestToken=token,
         )
-    )
-    return {hit.pk: hit.max_assignments - held[hit.pk] for hit in hits}
+        created = answer["HIT"]
+        HIT.objects.filter(pk=locked.pk).update(external_id=created["HITId"], published_at=now)
+        if slots != locked.max_assignments:
+            _state_update(batch.pk, partial(_note_capacity, hit=locked, slots=slots))
+    return "created", created
 
 
 def _note_capacity(state: dict[str, Any], *, hit: HIT, slots: int) -> None:
@@ -504,9 +554,10 @@ def mturk_assignment_open(
     """Return the platform assignment of an accepted MTurk assignment, created on first use.
 
     MTurk decides who may accept; the platform still refuses a blocked worker, a worker
-    who already did this HIT under another assignment, and a full HIT. A worker who
-    returned the HIT and accepted it again arrives with a new AssignmentId: the open
-    assignment follows it.
+    who already did this HIT under another assignment, and a HIT full of other work. A
+    worker who returned the HIT and accepted it again arrives with a new AssignmentId: the
+    open assignment follows it. A HIT that looks full only because of unsubmitted MTurk
+    assignments gives up the oldest of them (see `_free_returned_slot`).
     """
     if not (mturk.valid_id(worker_id) and mturk.valid_id(assignment_id)):
         raise ServiceError("this page needs MTurk's workerId and assignmentId")
@@ -520,14 +571,16 @@ def mturk_assignment_open(
     if existing is not None:
         if existing.hit_id != hit.pk or existing.worker_id != worker.pk:
             raise ServiceError("this assignment belongs to another HIT or worker")
-        return existing
+        return _reclaim(existing, now)
     previous = Assignment.objects.filter(hit=hit, worker=worker).first()
     if previous is not None:
         return _follow_new_assignment(previous, assignment_id, now)
     deadline = now + timedelta(minutes=batch_hit_settings(hit.batch).assignment_minutes)
     try:
         with transaction.atomic():  # the HIT stays locked until the MTurk id is on it
-            created = assignment_create(hit=hit, worker=worker, now=now)
+            locked = HIT.objects.select_for_update().get(pk=hit.pk)
+            _free_returned_slot(locked)
+            created = assignment_create(hit=locked, worker=worker, now=now)
             Assignment.objects.filter(pk=created.pk).update(
                 external_id=assignment_id, deadline=deadline
             )
@@ -537,6 +590,67 @@ def mturk_assignment_open(
             return again
         raise
     return Assignment.objects.select_related("hit__batch", "worker").get(pk=created.pk)
+
+
+def _free_returned_slot(hit: HIT) -> None:
+    """Expire the oldest unsubmitted MTurk assignment of a HIT that looks full.
+
+    MTurk frees a slot the moment a worker returns (or abandons) a HIT, tells the
+    platform nothing, and never has more than MaxAssignments out at once: a newly accepted
+    AssignmentId on a full HIT means an earlier MTurk assignment was given up. If that
+    guess picks a worker who is still at it, that worker's next page load or submit takes
+    a slot back the same way (`_reclaim`). Platform and submitted work is never touched.
+    The caller holds the HIT's row lock.
+    """
+    active = Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
+    if active < hit.max_assignments:
+        return
+    stale = (
+        Assignment.objects.filter(
+            hit=hit,
+            status=AssignmentStatus.ACCEPTED,
+            worker__source=WorkerSource.MTURK,
+            external_id__isnull=False,
+        )
+        .order_by("accepted_at", "pk")
+        .first()
+    )
+    if stale is None:
+        return
+    Assignment.objects.filter(pk=stale.pk).update(status=AssignmentStatus.EXPIRED)
+    hits_recount_slots(hit_ids=[hit.pk])
+    logger.info("%s: MTurk assignment %s given up for a new one", hit, stale.external_id)
+
+
+def _taken_over(assignment: Assignment, now: datetime) -> bool:
+    """Say whether MTurk work was expired for another worker's slot, not for its time."""
+    return (
+        assignment.status == AssignmentStatus.EXPIRED
+        and assignment.submitted_at is None
+        and assignment.deadline is not None
+        and assignment.deadline >= now
+        and not assignment.worker.is_blocked
+    )
+
+
+def _reclaim(assignment: Assignment, now: datetime) -> Assignment:
+    """Reopen MTurk work that `_free_returned_slot` expired while its worker was still on it."""
+    if not _taken_over(assignment, now):
+        return assignment
+    with transaction.atomic():
+        hit = HIT.objects.select_for_update().get(pk=assignment.hit_id)
+        locked = (
+            Assignment.objects.select_for_update().select_related("worker").get(pk=assignment.pk)
+        )
+        if _taken_over(locked, now):
+            _free_returned_slot(hit)
+            active = Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
+            if active >= hit.max_assignments:
+                raise ServiceError(f"{hit} already has all {hit.max_assignments} assignments")
+            locked.status = AssignmentStatus.ACCEPTED
+            locked.save(update_fields=["status"])
+            hits_recount_slots(hit_ids=[hit.pk])
+    return Assignment.objects.select_related("hit__batch", "worker").get(pk=assignment.pk)
 
 
 def _by_external_id(assignment_id: str) -> Assignment | None:
@@ -557,6 +671,7 @@ def _follow_new_assignment(previous: Assignment, assignment_id: str, now: dateti
         hit = HIT.objects.select_for_update().get(pk=previous.hit_id)
         locked = Assignment.objects.select_for_update().get(pk=previous.pk)
         if locked.status == AssignmentStatus.EXPIRED:
+            _free_returned_slot(hit)
             active = Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
             if active >= hit.max_assignments:
                 raise ServiceError(f"{hit} already has all {hit.max_assignments} assignments")
@@ -566,6 +681,31 @@ def _follow_new_assignment(previous: Assignment, assignment_id: str, now: dateti
         locked.save(update_fields=["status", "external_id", "deadline"])
         hits_recount_slots(hit_ids=[hit.pk])
     return Assignment.objects.select_related("hit__batch", "worker").get(pk=locked.pk)
+
+
+def mturk_assignment_submit(
+    *, assignment: Assignment, answers: Sequence[AnswerInput], now: datetime | None = None
+) -> SubmissionResult:
+    """Store the answers that an MTurk worker sent from the HIT page, as submitted work.
+
+    The page is public and MTurk's ids in its URL cannot be checked here, so nothing is
+    approved or rejected now: the answers are stored with the golden check's result
+    (`golden_passed`, `flagged`) and `mturk_sync` applies the batch's golden policy once
+    MTurk lists the assignment (same AssignmentId, WorkerId and HITId). Work that was given
+    up for another worker's slot while its worker was still on it is reopened first.
+    """
+    now = now or timezone.now()
+    assignment = _reclaim(
+        Assignment.objects.select_related("hit__batch", "worker").get(pk=assignment.pk), now
+    )
+    return assignment_submit(
+        assignment=assignment,
+        answers=answers,
+        followups_required=assignment.hit.batch.config.get("followups", True),
+        golden_policy="review_all",  # the sync applies the batch's policy once MTurk confirms
+        worker=assignment.worker,
+        now=now,
+    )
 
 
 def mturk_assignment_find(*, assignment_id: str, worker_id: str, hit_id: str) -> Assignment | None:
@@ -606,11 +746,13 @@ class SyncReport:
     hits_checked: int = 0
     hits_settled: int = 0  # every possible assignment decided: not asked again
     approved: list[str] = field(default_factory=list)  # AssignmentIds approved now
-    rejected: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)  # rejected now (missing ones included)
     replaced: list[str] = field(default_factory=list)  # rejected work re-posted
     waiting: list[str] = field(default_factory=list)  # wait for a person here
-    missing: list[str] = field(default_factory=list)  # on MTurk, no judgements here
+    missing: list[str] = field(default_factory=list)  # on MTurk, no judgements here (yet)
+    missing_rejected: list[str] = field(default_factory=list)  # ...past MISSING_GRACE: rejected
     unconfirmed: list[str] = field(default_factory=list)  # stored here, not on MTurk yet
+    dropped: list[str] = field(default_factory=list)  # never on MTurk in time: rejected here
     problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -628,56 +770,134 @@ class SyncReport:
                 f"MISSING {assignment_id}: submitted on MTurk, but its answers never reached "
                 "the platform; decide by hand (it was not approved)"
             )
+        grace = _hours(MISSING_GRACE)
+        for assignment_id in self.missing_rejected:
+            out.append(
+                f"REJECTED {assignment_id} on MTurk: submitted there over {grace} ago, but no "
+                "answers reached the platform"
+            )
         for assignment_id in self.unconfirmed:
-            out.append(f"not on MTurk yet: {assignment_id} (stored here, not submitted there)")
+            out.append(
+                f"not on MTurk yet: {assignment_id} (stored here, not submitted there; "
+                "not approved until MTurk lists it)"
+            )
+        for assignment_id in self.dropped:
+            out.append(
+                f"NOT ON MTURK {assignment_id}: stored here, but MTurk never listed it before its "
+                "time ran out; rejected here, not counted"
+            )
         out += [f"PROBLEM {problem}" for problem in self.problems]
         return out
+
+
+def _hours(delta: timedelta) -> str:
+    hours = delta.total_seconds() / 3600
+    return f"{hours:g} hour" + ("" if hours == 1 else "s")
 
 
 def mturk_sync(
     *, batch: Batch, client: Any = None, replace_rejected: bool = True, now: datetime | None = None
 ) -> SyncReport:
-    """Bring MTurk in line with the platform's decisions on a batch's published HITs.
+    """Bring MTurk and the platform in line on a batch's published HITs.
 
-    Lists every MTurk assignment (all pages), approves what the platform approved, rejects
-    what it rejected (the feedback names the failed check pairs), re-posts rejected work
-    (CreateAdditionalAssignmentsForHIT) while the batch still needs it, and leaves work
-    that waits for a person alone. Submissions whose answers never reached the platform are
-    reported, never approved blindly. What was sent is recorded, so a second run sends
-    nothing again; a HIT whose every possible assignment is decided is not listed again.
+    Lists every MTurk assignment (all pages). Work that MTurk lists with the same
+    AssignmentId, WorkerId and HITId as the platform stored is confirmed: the batch's
+    golden policy decides it now (the HIT page only stores it), and the decision goes to
+    MTurk: approve, reject with feedback naming the failed check pairs, or leave it to a
+    person (whose later decision the next sync sends). Rejected work is re-posted
+    (CreateAdditionalAssignmentsForHIT) while the batch still needs it. A submission
+    whose answers never reached the platform is reported, never approved blindly, and
+    rejected once `MISSING_GRACE` has passed since MTurk's SubmitTime, before MTurk's
+    auto-approval pays for it. Work stored here that MTurk does not list stays
+    unapproved. What was sent is recorded, so a second run sends nothing again; a HIT
+    whose every possible assignment is decided is not listed again. Two syncs of one
+    batch never overlap: the second raises `SyncRunning` before any call.
     """
     now = now or timezone.now()
-    state = _state(batch)
-    if not state.get("environment"):
+    if not _state(batch).get("environment"):
         raise MTurkError(f"batch {batch.pk} is not published on MTurk")
-    client = client or mturk_client(production=state["environment"] == mturk.PRODUCTION)
-    report = SyncReport()
-    hits = list(batch.hits.filter(external_id__isnull=False).order_by("index"))
-    for hit in hits:
-        decided = sum(1 for entry in state.get("sent", {}).values() if entry.get("hit") == hit.pk)
-        capacity = _mturk_capacity(state, hit)
-        due = replace_rejected and batch.state == BatchState.ANNOTATING
-        if decided >= capacity and not (due and _replacements_due(state, hit)):
-            report.hits_settled += 1
-            continue
-        report.hits_checked += 1
-        try:
-            remote = list(
-                _pages(client, "list_assignments_for_hit", "Assignments", HITId=hit.external_id)
-            )
-        except MTurkError as exc:
-            report.problems.append(f"HIT {hit.index} ({hit.external_id}): {exc}")
-            continue
-        state = _sync_hit(client, batch, hit, remote, report, now)
-        if replace_rejected:
-            state = _replace_rejected(client, batch, hit, state, report, now)
+    with _sync_lease(batch.pk):
+        batch = Batch.objects.get(pk=batch.pk)
+        state = dict(batch.mturk or {})
+        client = client or mturk_client(production=state["environment"] == mturk.PRODUCTION)
+        policy = batch.config.get("golden_policy", "approve_or_flag")
+        report = SyncReport()
+        hits = list(batch.hits.filter(external_id__isnull=False).order_by("index"))
+        for hit in hits:
+            sent = state.get("sent", {}).values()
+            decided = sum(1 for entry in sent if entry.get("hit") == hit.pk)
+            capacity = _mturk_capacity(state, hit)
+            due = replace_rejected and batch.state == BatchState.ANNOTATING
+            if decided >= capacity and not (due and _replacements_due(state, hit)):
+                report.hits_settled += 1
+                continue
+            report.hits_checked += 1
+            try:
+                remote = list(
+                    _pages(client, "list_assignments_for_hit", "Assignments", HITId=hit.external_id)
+                )
+            except MTurkError as exc:
+                report.problems.append(f"HIT {hit.index} ({hit.external_id}): {exc}")
+                continue
+            state = _sync_hit(client, batch, hit, remote, report, policy, now)
+            if replace_rejected:
+                state = _replace_rejected(client, batch, hit, state, report, now)
 
-    def finished(state: dict[str, Any]) -> None:
-        state["last_sync_at"] = _now_iso(now)
-        state["report"] = report.to_json()
+        def finished(state: dict[str, Any]) -> None:
+            state["last_sync_at"] = _now_iso(now)
+            state["report"] = report.to_json()
 
-    _state_update(batch.pk, finished)
+        _state_update(batch.pk, finished)
     return report
+
+
+@contextmanager
+def _sync_lease(batch_id: int) -> Iterator[None]:
+    """Hold the batch's sync lease (in Batch.mturk) for the block; SyncRunning if taken.
+
+    Kept in the batch's row rather than in a database lock so that it works on every
+    database and frees nothing while MTurk is called; a lease that its sync never gave back
+    (a killed worker) lapses after SYNC_LEASE.
+    """
+    token = secrets.token_hex(8)
+    start = timezone.now()
+    holder: dict[str, Any] = {}
+
+    def claim(state: dict[str, Any]) -> None:
+        held = state.get("sync_lease") or {}
+        if held and _parse_iso(held.get("until")) > start:
+            holder.update(held)
+            return
+        state["sync_lease"] = {
+            "token": token,
+            "since": _now_iso(start),
+            "until": _now_iso(start + SYNC_LEASE),
+        }
+
+    _state_update(batch_id, claim)
+    if holder:
+        raise SyncRunning(
+            f"a sync of batch {batch_id} is already running (since {holder.get('since')}): "
+            "this one sent nothing to MTurk"
+        )
+    try:
+        yield
+    finally:
+
+        def release(state: dict[str, Any]) -> None:
+            if (state.get("sync_lease") or {}).get("token") == token:
+                del state["sync_lease"]
+
+        _state_update(batch_id, release)
+
+
+def _parse_iso(value: Any) -> datetime:
+    """Return a stored ISO time; an unreadable one counts as long past."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return EXPIRED_AT
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _mturk_capacity(state: dict[str, Any], hit: HIT) -> int:
@@ -704,6 +924,7 @@ def _sync_hit(
     hit: HIT,
     remote: list[dict[str, Any]],
     report: SyncReport,
+    policy: str,
     now: datetime,
 ) -> dict[str, Any]:
     state = _state(batch)
@@ -726,11 +947,19 @@ def _sync_hit(
                 f"{platform.worker.external_id}"
             )
             continue
-        if platform is None or platform.submitted_at is None:
-            report.missing.append(aid)
-            if mturk_status != "Submitted":  # decided on MTurk already: nothing left to send
-                state = _record(batch, aid, hit, mturk_status.lower(), "mturk", now)
+        if platform is not None and entry.get("HITId") != hit.external_id:
+            report.problems.append(
+                f"{aid}: MTurk lists it for HIT {entry.get('HITId')}, the platform for "
+                f"{hit.external_id}"
+            )
             continue
+        if platform is None or platform.submitted_at is None:
+            state = _sync_missing(client, batch, hit, entry, platform, report, now) or state
+            continue
+        # Confirmed by MTurk: now, and only now, the golden policy may decide the work
+        # (not over a rejection made on MTurk's site: that disagreement goes to a person).
+        if mturk_status in ("Submitted", "Approved"):
+            platform = _decide_confirmed(platform, policy)
         if mturk_status != "Submitted":  # auto-approved, or decided in MTurk's web UI
             if _MTURK_STATUS.get(platform.status) != mturk_status:
                 report.problems.append(
@@ -760,9 +989,114 @@ def _sync_hit(
         bucket.append(aid)
         state = _record(batch, aid, hit, decision, "platform", now)
     for aid, platform in local.items():
-        if aid not in listed and platform.submitted_at is not None and aid not in sent:
+        if aid in listed or aid in sent or platform.submitted_at is None:
+            continue
+        if _drop_unconfirmed(platform, now):
+            report.dropped.append(aid)
+        else:
             report.unconfirmed.append(aid)
     return state
+
+
+def _decide_confirmed(assignment: Assignment, policy: str) -> Assignment:
+    """Apply the batch's golden policy to submitted work that MTurk has confirmed.
+
+    Passed work is approved (except under `review_all`); failed work is rejected under
+    `approve_or_reject` and otherwise stays flagged for a person. Work a person already
+    decided is left as it is.
+    """
+    if (
+        assignment.status != AssignmentStatus.SUBMITTED
+        or assignment.reviewed_at is not None
+        or assignment.golden_passed is None
+    ):
+        return assignment
+    if assignment.golden_passed and policy != "review_all":
+        approve, feedback = True, ""
+    elif not assignment.golden_passed and policy == "approve_or_reject":
+        approve, feedback = False, mturk.AUTOMATIC_PREFIX + "; ".join(_golden_failures(assignment))
+    else:
+        return assignment
+    with suppress(ServiceError):  # a person decided meanwhile: theirs stands
+        assignment_review(assignment=assignment, approve=approve, feedback=feedback)
+    return Assignment.objects.select_related("worker").get(pk=assignment.pk)
+
+
+def _golden_failures(assignment: Assignment) -> tuple[str, ...]:
+    rows = Judgement.objects.filter(assignment=assignment).values_list(
+        "item__role", "item__position", "level"
+    )
+    return golden_check((role, position, Level(level)) for role, position, level in rows).failures
+
+
+def _sync_missing(
+    client: Any,
+    batch: Batch,
+    hit: HIT,
+    entry: dict[str, Any],
+    platform: Assignment | None,
+    report: SyncReport,
+    now: datetime,
+) -> dict[str, Any] | None:
+    """Handle an MTurk submission without answers here; return the state if it changed.
+
+    Decided on MTurk already: recorded. Still `Submitted` there and older than
+    MISSING_GRACE (the answers are not merely on their way): rejected on MTurk, or MTurk's
+    auto-approval would pay for work nobody can check (a worker may post to externalSubmit
+    without ever using the HIT page). Otherwise reported, and nothing is sent.
+    """
+    aid, mturk_status = entry["AssignmentId"], entry.get("AssignmentStatus", "")
+    if mturk_status != "Submitted":  # decided on MTurk already: nothing left to send
+        report.missing.append(aid)
+        return _record(batch, aid, hit, mturk_status.lower(), "mturk", now)
+    submitted = entry.get("SubmitTime")
+    if not isinstance(submitted, datetime) or submitted + MISSING_GRACE > now:
+        report.missing.append(aid)
+        return None
+    try:
+        _call(
+            client, "reject_assignment", AssignmentId=aid, RequesterFeedback=mturk.MISSING_FEEDBACK
+        )
+    except MTurkError as exc:
+        report.missing.append(aid)
+        report.problems.append(f"{aid}: {exc}")
+        return None
+    if platform is not None:  # its page was opened but never sent answers: no late ones now
+        with transaction.atomic():
+            closed = Assignment.objects.filter(
+                pk=platform.pk,
+                status__in=[AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED],
+                submitted_at__isnull=True,
+            ).update(status=AssignmentStatus.EXPIRED, deadline=now)  # never reclaimed
+            if closed:
+                hits_recount_slots(hit_ids=[hit.pk])
+    report.rejected.append(aid)
+    report.missing_rejected.append(aid)
+    return _record(batch, aid, hit, "rejected", "platform", now)
+
+
+def _drop_unconfirmed(assignment: Assignment, now: datetime) -> bool:
+    """Reject (here only) stored work that MTurk never listed before its time ran out.
+
+    MTurk abandons an assignment at the end of its duration, so work it still does not
+    list by the deadline plus MISSING_GRACE never was MTurk work (made-up ids on the public
+    page) or was given up: its slot goes back to the HIT, and it is never counted.
+    """
+    if (
+        assignment.status != AssignmentStatus.SUBMITTED
+        or assignment.deadline is None
+        or assignment.deadline + MISSING_GRACE > now
+    ):
+        return False
+    try:
+        assignment_review(
+            assignment=assignment,
+            approve=False,
+            feedback="Not submitted on MTurk: MTurk does not list this assignment for its HIT.",
+        )
+    except ServiceError:  # a person decided meanwhile
+        return False
+    return True
 
 
 def _record(
@@ -842,6 +1176,8 @@ def mturk_sync_recorded(*, batch: Batch, client: Any = None) -> list[str]:
     batch's last report too, so the admin page shows it."""
     try:
         return mturk_sync(batch=batch, client=client).lines()
+    except SyncRunning as exc:  # the running sync writes its own report
+        return [str(exc)]
     except MTurkError as exc:
         message = str(exc)
 

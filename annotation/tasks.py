@@ -28,9 +28,16 @@ def run_import(job_id: int) -> str:
     return import_job_run(job_id=job_id).status
 
 
-@shared_task(name="annotation.mturk_sync", ignore_result=True, time_limit=30 * 60)
+# The soft limit lets a sync give its batch's lease back (see mturk_services.SYNC_LEASE).
+@shared_task(
+    name="annotation.mturk_sync", ignore_result=True, soft_time_limit=29 * 60, time_limit=30 * 60
+)
 def mturk_sync(batch_id: int | None = None) -> dict[int, list[str]]:
-    """Sync one batch with MTurk, or every batch with published HITs (Celery beat)."""
+    """Sync one batch with MTurk, or every batch with published HITs (Celery beat).
+
+    A sync of a batch that another sync is still running returns "already running" and
+    calls nothing on MTurk.
+    """
     from .models import Batch  # the MTurk services load on first use, not at start-up
     from .mturk_services import mturk_sync_published, mturk_sync_recorded
 

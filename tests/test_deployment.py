@@ -41,7 +41,15 @@ def test_docker_compose_file_is_valid():
 def test_docker_compose_defines_the_whole_stack():
     result = _config("--services", env={"SECRET_KEY": "test-secret"})
     assert result.returncode == 0, result.stderr
-    assert set(result.stdout.split()) == {"postgres", "redis", "web", "worker", "beat", "minio", "minio-init"}
+    assert set(result.stdout.split()) == {
+        "postgres",
+        "redis",
+        "web",
+        "worker",
+        "beat",
+        "minio",
+        "minio-init",
+    }
 
 
 def test_docker_compose_refuses_to_run_without_a_secret_key():

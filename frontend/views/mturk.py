@@ -21,7 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import mturk
-from annotation.assignments import assignment_review, assignment_submit_as_worker
+from annotation.assignments import assignment_review
 from annotation.models import (
     HIT,
     Assignment,
@@ -29,6 +29,7 @@ from annotation.models import (
     Batch,
     BatchState,
     HITItem,
+    Judgement,
     Worker,
 )
 from annotation.mturk_services import (
@@ -37,6 +38,7 @@ from annotation.mturk_services import (
     hit_page_items,
     mturk_assignment_find,
     mturk_assignment_open,
+    mturk_assignment_submit,
     mturk_batch_cost,
     mturk_bonus_send,
     mturk_hits_expire,
@@ -125,12 +127,20 @@ def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse
         return _notice(request, hit, f"Sorry: {exc}.", 403)
     if assignment.status != AssignmentStatus.ACCEPTED:
         if assignment.submitted_at is not None:  # stored here; MTurk may not have it yet
+            # The same fields as hit.js posts: externalSubmit needs more than assignmentId.
+            finish = {
+                "action": submit_to,
+                "assignment_id": assignment_id,
+                "platform_assignment": assignment.pk,
+                "judgements": Judgement.objects.filter(assignment=assignment).count(),
+                "status": assignment.status,
+            }
             return _notice(
                 request,
                 hit,
                 "Your answers to this HIT are saved. Press the button to finish it on MTurk.",
                 200,
-                finish={"action": submit_to, "assignment_id": assignment_id},
+                finish=finish,
             )
         return _notice(
             request, hit, "The time limit of this HIT has passed: please return it.", 410
@@ -146,14 +156,16 @@ def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse
 
 
 # No CSRF token: MTurk workers have no session here, and the page runs in a third-party
-# frame where browsers withhold this site's cookies. The request proves itself instead by
-# naming an assignment, its worker and its HIT that match what was stored when the worker
-# accepted the HIT (ids a forger would have to guess), and it can only store answers for
-# that one open assignment, once.
+# frame where browsers withhold this site's cookies. The request names an assignment, its
+# worker and its HIT that match what was stored when the page was opened, and can only
+# store answers for that one open assignment, once. That proves nothing about MTurk: the
+# page's URL is visible to anyone who previews the HIT, and whoever opens it may make up
+# the ids, so this stores the work as submitted, never approved. `mturk_sync` decides it
+# once MTurk lists the same AssignmentId, WorkerId and HITId.
 @csrf_exempt
 @require_POST
 def mturk_submit(request: HttpRequest) -> JsonResponse:
-    """Store an MTurk worker's answers through the submit service (a repeat is harmless)."""
+    """Store an MTurk worker's answers as submitted work (a repeat is harmless)."""
     assignment = mturk_assignment_find(
         assignment_id=request.GET.get("assignmentId", ""),
         worker_id=request.GET.get("workerId", ""),
@@ -171,7 +183,7 @@ def mturk_submit(request: HttpRequest) -> JsonResponse:
             {"detail": "invalid submission", "errors": serializer.errors}, status=400
         )
     try:
-        result = assignment_submit_as_worker(
+        result = mturk_assignment_submit(
             assignment=assignment, answers=answer_inputs(serializer.validated_data)
         )
     except ServiceError as exc:

@@ -366,6 +366,34 @@ def test_result_problems_are_reported_with_file_and_line():
     ]
 
 
+def test_tampered_answers_are_file_and_line_errors_not_crashes():
+    def answers(**first) -> str:
+        return json.dumps([{"item": 101, "level": "yes", **first}, {"item": 102, "level": "no"}])
+
+    text = results_csv(
+        [
+            {"Answer.answers": answers(level="weak_no", shortcomings=5)},  # lines 2-3
+            {"Answer.answers": answers().replace('"yes"', '"yes", "elapsed_ms": 1e400')},  # 4-5
+            {"Answer.answers": answers(level=["yes"])},  # 6-7
+            {"Answer.answers": answers(wrong_concepts={"other": True})},  # 8-9
+            {"Answer.answers": answers(elapsed_ms="NaN")},  # 10-11
+            {"Answer.answers": answers().replace("101", "1e400")},  # 12-13
+            {"Answer.answers": answers(elapsed_ms=1234.6)},  # 14-15: fine
+        ],
+        ("Answer.answers",),
+    )
+    rows, errors = mturk.parse_results_csv(text, source="results.csv")
+    assert errors == [
+        "results.csv:2: item 101: `shortcomings` must be a list of codes (got 5)",
+        "results.csv:4: item 101: `elapsed_ms` must be a number of milliseconds (got inf)",
+        "results.csv:6: item 101: no answer chosen (got ['yes'])",
+        "results.csv:8: item 101: `wrong_concepts` must be a list of codes (got {'other': True})",
+        "results.csv:10: item 101: `elapsed_ms` must be a number of milliseconds (got 'NaN')",
+        "results.csv:12: answer for item inf: not an item id",
+    ]
+    assert [(row.line, row.answers[0]["elapsed_ms"]) for row in rows] == [(14, 1234)]
+
+
 def test_a_file_that_is_not_a_results_csv_says_which_column_is_missing():
     rows, errors = mturk.parse_results_csv("a,b\n1,2\n", source="x.csv")
     assert rows == []

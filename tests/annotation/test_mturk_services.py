@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import logging
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -20,21 +21,23 @@ import pytest
 from botocore.credentials import CredentialResolver
 from botocore.stub import Stubber
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from annotation import mturk, mturk_services
 from annotation.assignments import (
     AnswerInput,
     assignment_create,
     assignment_review,
-    assignment_submit,
     hit_assign_next,
 )
 from annotation.models import HIT, Assignment, Batch, HITItem, Judgement, Worker
 from annotation.mturk_services import (
     MTurkError,
+    SyncRunning,
     golden_misses,
     hit_page_path,
     mturk_assignment_open,
+    mturk_assignment_submit,
     mturk_bonus_send,
     mturk_export,
     mturk_hits_expire,
@@ -45,6 +48,7 @@ from annotation.mturk_services import (
     mturk_settings_save,
     mturk_sync,
     mturk_sync_published,
+    mturk_sync_recorded,
     mturk_worker_block,
 )
 from annotation.services import ServiceError
@@ -100,19 +104,46 @@ def expect_hit_type(stub: Stubber, *, production: bool = False) -> None:
     stub.add_response("create_hit_type", {"HITTypeId": TYPE_ID}, request)
 
 
-def expect_create_hit(stub: Stubber, batch: Batch, hit: HIT, *, production: bool = False):
+class PublicationToken:
+    """Equals the UniqueRequestToken of a HIT's CreateHIT in whichever publication."""
+
+    def __init__(self, environment: str, batch: Batch, hit: HIT) -> None:
+        self.pattern = re.compile(rf"mitl-{environment}-[0-9]+-{batch.pk}-{hit.pk}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and self.pattern.fullmatch(other) is not None
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __repr__(self) -> str:
+        return f"<token matching {self.pattern.pattern}>"
+
+
+def create_hit_params(
+    batch: Batch,
+    hit: HIT,
+    *,
+    production: bool = False,
+    slots: int | None = None,
+    token: str | None = None,
+) -> dict:
     environment = "production" if production else "sandbox"
+    return {
+        "HITTypeId": TYPE_ID,
+        "MaxAssignments": hit.max_assignments if slots is None else slots,
+        "LifetimeInSeconds": 72 * 3600,
+        "Question": mturk.external_question_xml(BASE + hit_page_path(hit)),
+        "RequesterAnnotation": f"mitl:batch={batch.pk}:hit={hit.pk}",
+        "UniqueRequestToken": token or PublicationToken(environment, batch, hit),
+    }
+
+
+def expect_create_hit(stub: Stubber, batch: Batch, hit: HIT, **params) -> None:
     stub.add_response(
         "create_hit_with_hit_type",
         {"HIT": {"HITId": remote_hit_id(hit), "HITTypeId": TYPE_ID, "HITGroupId": GROUP_ID}},
-        {
-            "HITTypeId": TYPE_ID,
-            "MaxAssignments": hit.max_assignments,
-            "LifetimeInSeconds": 72 * 3600,
-            "Question": mturk.external_question_xml(BASE + hit_page_path(hit)),
-            "RequesterAnnotation": f"mitl:batch={batch.pk}:hit={hit.pk}",
-            "UniqueRequestToken": f"mitl-{environment}-{batch.pk}-{hit.pk}",
-        },
+        create_hit_params(batch, hit, **params),
     )
 
 
@@ -132,14 +163,13 @@ def level_for(item: HITItem, wrong_golden: bool) -> str:
 
 
 def accept_and_submit(hit: HIT, worker_id: str, assignment_id: str, *, wrong_golden=False):
+    """Open the HIT page as MTurk would and submit its answers, as the page does."""
     assignment = mturk_assignment_open(hit=hit, worker_id=worker_id, assignment_id=assignment_id)
     answers = [
         AnswerInput(item_id=item.pk, level=level_for(item, wrong_golden), elapsed_ms=900)
         for item in hit.items.order_by("position")
     ]
-    assignment_submit(
-        assignment=assignment, answers=answers, followups_required=True, worker=assignment.worker
-    )
+    mturk_assignment_submit(assignment=assignment, answers=answers)
     assignment.refresh_from_db()
     return assignment
 
@@ -246,18 +276,7 @@ def test_only_the_slots_platform_annotators_left_free_go_to_mturk(annotating_bat
         assignment_create(hit=h0, worker=worker)  # h0 is full
     assignment_create(hit=h1, worker=Worker.objects.get(external_id="ann"))  # one left on h1
     expect_hit_type(stub)
-    stub.add_response(
-        "create_hit_with_hit_type",
-        {"HIT": {"HITId": remote_hit_id(h1), "HITGroupId": GROUP_ID}},
-        {
-            "HITTypeId": TYPE_ID,
-            "MaxAssignments": 1,
-            "LifetimeInSeconds": 72 * 3600,
-            "Question": mturk.external_question_xml(BASE + hit_page_path(h1)),
-            "RequesterAnnotation": f"mitl:batch={annotating_batch.pk}:hit={h1.pk}",
-            "UniqueRequestToken": f"mitl-sandbox-{annotating_batch.pk}-{h1.pk}",
-        },
-    )
+    expect_create_hit(stub, annotating_batch, h1, slots=1)
     for hit in rest:
         expect_create_hit(stub, annotating_batch, hit)
     result = mturk_publish(batch=annotating_batch, client=client)
@@ -278,6 +297,73 @@ def test_only_the_slots_platform_annotators_left_free_go_to_mturk(annotating_bat
     for hit in rest:
         expect_listing(stub, HIT.objects.get(pk=hit.pk), [])
     assert mturk_sync(batch=annotating_batch, client=client).hits_settled == 1
+    stub.assert_no_pending_responses()
+
+
+def test_free_slots_are_counted_right_before_each_hit_is_created(annotating_batch, client, stub):
+    h0, h1, *rest = hits_of(annotating_batch)
+    ann = Worker.objects.create(source="platform", external_id="ann")
+
+    def platform_worker_takes_h1(params, **kwargs):  # while h0 goes to MTurk
+        if params["RequesterAnnotation"].endswith(f"hit={h0.pk}"):
+            assignment_create(hit=h1, worker=ann)
+
+    client.meta.events.register(
+        "before-parameter-build.mturk.CreateHITWithHITType", platform_worker_takes_h1
+    )
+    expect_hit_type(stub)
+    expect_create_hit(stub, annotating_batch, h0)
+    expect_create_hit(stub, annotating_batch, h1, slots=1)  # the slot ann took is not offered
+    for hit in rest:
+        expect_create_hit(stub, annotating_batch, hit)
+    result = mturk_publish(batch=annotating_batch, client=client)
+    stub.assert_no_pending_responses()
+    assert result.created == len(rest) + 2
+    assert Batch.objects.get(pk=annotating_batch.pk).mturk["max_assignments"] == {str(h1.pk): 1}
+
+
+def test_request_tokens_repeat_when_resuming_and_change_after_a_sandbox_reset(
+    annotating_batch, client, stub
+):
+    hits = hits_of(annotating_batch)
+    first = datetime(2025, 3, 1, 12, tzinfo=UTC)
+
+    def token(hit: HIT, started: datetime) -> str:
+        return f"mitl-sandbox-{int(started.timestamp())}-{annotating_batch.pk}-{hit.pk}"
+
+    expect_hit_type(stub)
+    expect_create_hit(stub, annotating_batch, hits[0], token=token(hits[0], first))
+    for _ in range(mturk_services.RETRY_TRIES):
+        stub.add_client_error(
+            "create_hit_with_hit_type",
+            "ServiceFault",
+            "We are sorry",
+            http_status_code=500,
+            expected_params=create_hit_params(
+                annotating_batch, hits[1], token=token(hits[1], first)
+            ),
+        )
+    with pytest.raises(MTurkError, match="Run the publish again to resume"):
+        mturk_publish(batch=annotating_batch, client=client, now=first)
+
+    # Resumed an hour later: the same publication sends the same tokens.
+    stub.add_response("list_hits", {"NumResults": 0, "HITs": []}, {"MaxResults": 100})
+    for hit in hits[1:]:
+        expect_create_hit(stub, annotating_batch, hit, token=token(hit, first))
+    mturk_publish(batch=annotating_batch, client=client, now=first + timedelta(hours=1))
+    stub.assert_no_pending_responses()
+
+    # Reset and published again the same day: MTurk would refuse the old tokens as repeats.
+    for hit in hits:
+        stub.add_response(
+            "update_expiration_for_hit", {}, {"HITId": remote_hit_id(hit), "ExpireAt": stub_past()}
+        )
+    mturk_sandbox_reset(batch=annotating_batch, client=client)
+    second = first + timedelta(hours=2)
+    expect_hit_type(stub)
+    for hit in hits:
+        expect_create_hit(stub, annotating_batch, hit, token=token(hit, second))
+    mturk_publish(batch=annotating_batch, client=client, now=second)
     stub.assert_no_pending_responses()
 
 
@@ -396,6 +482,30 @@ def test_a_worker_who_returned_the_hit_and_accepted_again_keeps_one_assignment(
     accept_and_submit(hit, "A1WORKER", "3ASG2")
     with pytest.raises(ServiceError, match="already submitted this HIT"):
         mturk_assignment_open(hit=hit, worker_id="A1WORKER", assignment_id="3ASG3")
+
+
+def test_a_returned_mturk_assignment_gives_its_slot_to_the_next_worker(annotating_batch):
+    hit = hits_of(annotating_batch)[0]  # two slots
+    first = mturk_assignment_open(hit=hit, worker_id="A1W1", assignment_id="3A01")
+    mturk_assignment_open(hit=hit, worker_id="A1W2", assignment_id="3A02")
+    # MTurk handed a third worker the HIT: one of the first two returned it there.
+    third = mturk_assignment_open(hit=hit, worker_id="A1W3", assignment_id="3A03")
+    assert third.status == "accepted"
+    statuses = dict(Assignment.objects.values_list("external_id", "status"))
+    assert statuses == {"3A01": "expired", "3A02": "accepted", "3A03": "accepted"}  # oldest
+    assert HIT.objects.get(pk=hit.pk).active_assignments == 2
+
+    # The guess was wrong: A1W1 was still at it. Its submit takes the oldest open slot back.
+    back = accept_and_submit(hit, "A1W1", "3A01")
+    assert (back.pk, back.status) == (first.pk, "submitted")
+    assert Assignment.objects.get(external_id="3A02").status == "expired"
+    assert HIT.objects.get(pk=hit.pk).active_assignments == 2
+
+    # Submitted work is never given up for a newcomer.
+    accept_and_submit(hit, "A1W3", "3A03")
+    with pytest.raises(ServiceError, match="already has all 2 assignments"):
+        mturk_assignment_open(hit=hit, worker_id="A1W4", assignment_id="3A04")
+    assert Assignment.objects.filter(hit=hit, status__in=["submitted"]).count() == 2
 
 
 def test_a_blocked_worker_is_refused_clearly(annotating_batch):
@@ -555,6 +665,175 @@ def test_a_hit_that_no_longer_exists_is_reported_and_the_others_synced(
     ]
     assert report.approved == ["3A11"]
     assert "PROBLEM HIT 0" in "\n".join(report.lines())
+
+
+def test_work_from_the_hit_page_counts_only_once_mturk_lists_it(annotating_batch, client, stub):
+    h0, h1, *rest = publish(annotating_batch, client, stub)
+    genuine = accept_and_submit(h0, "A1W1", "3A01")
+    forged = accept_and_submit(h0, "A1MADEUP", "3AMADEUP")  # made-up ids on the public page
+    impostor = accept_and_submit(h1, "A1FAKE", "3A11")
+    for assignment in (genuine, forged, impostor):  # stored and checked, not decided
+        assert (assignment.status, assignment.golden_passed) == ("submitted", True)
+
+    expect_listing(stub, h0, listed(h0, ("3A01", "A1W1", "Submitted")))
+    stub.add_response("approve_assignment", {}, {"AssignmentId": "3A01"})
+    expect_listing(stub, h1, listed(h1, ("3A11", "A1REAL", "Submitted")))  # another worker
+    for hit in rest:
+        expect_listing(stub, hit, [])
+    report = mturk_sync(batch=annotating_batch, client=client)
+    stub.assert_no_pending_responses()
+    assert report.approved == ["3A01"]
+    assert report.unconfirmed == ["3AMADEUP"]
+    assert report.problems == ["3A11: MTurk names worker A1REAL, the platform A1FAKE"]
+    assert "not on MTurk yet: 3AMADEUP" in "\n".join(report.lines())
+    approved = Assignment.objects.filter(hit__batch=annotating_batch, status="approved")
+    assert list(approved.values_list("external_id", flat=True)) == ["3A01"]  # aggregated
+
+    # MTurk never lists it, and its time is long over: rejected here, its slot freed.
+    later = forged.deadline + mturk_services.MISSING_GRACE + timedelta(minutes=1)
+    expect_listing(stub, h0, listed(h0, ("3A01", "A1W1", "Approved")))
+    expect_listing(stub, h1, listed(h1, ("3A11", "A1REAL", "Submitted")))
+    for hit in rest:
+        expect_listing(stub, hit, [])
+    again = mturk_sync(batch=annotating_batch, client=client, now=later)
+    stub.assert_no_pending_responses()
+    assert (again.approved, again.dropped, again.unconfirmed) == ([], ["3AMADEUP"], [])
+    assert Assignment.objects.get(pk=forged.pk).status == "rejected"
+    assert HIT.objects.get(pk=h0.pk).active_assignments == 1
+
+
+def test_confirmed_work_that_fails_under_approve_or_reject_is_rejected_with_feedback(
+    annotating_batch, client, stub
+):
+    annotating_batch.config = {**annotating_batch.config, "golden_policy": "approve_or_reject"}
+    annotating_batch.save(update_fields=["config"])
+    h0, *rest = publish(annotating_batch, client, stub)
+    failed = accept_and_submit(h0, "A1W1", "3A01", wrong_golden=True)
+    assert (failed.status, failed.flagged) == ("submitted", True)  # not rejected at submit
+    tn = h0.items.get(role="golden_tn").position + 1
+    expect_listing(stub, h0, listed(h0, ("3A01", "A1W1", "Submitted")))
+    stub.add_response(
+        "reject_assignment",
+        {},
+        {
+            "AssignmentId": "3A01",
+            "RequesterFeedback": "Check pairs with a known answer were answered wrongly: "
+            f"pair {tn} does not match its description, but you answered “100% YES”.",
+        },
+    )
+    stub.add_response(
+        "create_additional_assignments_for_hit",
+        {},
+        {
+            "HITId": h0.external_id,
+            "NumberOfAdditionalAssignments": 1,
+            "UniqueRequestToken": "mitl-replace-3A01",
+        },
+    )
+    for hit in rest:
+        expect_listing(stub, hit, [])
+    report = mturk_sync(batch=annotating_batch, client=client)
+    stub.assert_no_pending_responses()
+    assert (report.rejected, report.replaced) == (["3A01"], ["3A01"])
+    rejected = Assignment.objects.get(pk=failed.pk)
+    assert rejected.status == "rejected"
+    assert rejected.feedback.startswith(mturk.AUTOMATIC_PREFIX)
+    assert rejected.reviewed_by is None
+
+
+def test_a_submission_without_answers_is_rejected_on_mturk_after_the_grace_period(
+    annotating_batch, client, stub
+):
+    h0, h1, *rest = publish(annotating_batch, client, stub)
+    opened = mturk_assignment_open(hit=h1, worker_id="A1W11", assignment_id="3A11")
+    now = timezone.now()
+    old = now - mturk_services.MISSING_GRACE - timedelta(minutes=1)
+    on_h0 = listed(h0, ("3A01", "A1W1", "Submitted"), ("3A02", "A1W2", "Submitted"))
+    on_h0[0]["SubmitTime"] = old  # posted straight to externalSubmit, never used our page
+    on_h0[1]["SubmitTime"] = now - timedelta(minutes=5)  # its answers may be on their way
+    on_h1 = listed(h1, ("3A11", "A1W11", "Submitted"))
+    on_h1[0]["SubmitTime"] = old  # opened our page, never sent the answers
+    expect_listing(stub, h0, on_h0)
+    stub.add_response(
+        "reject_assignment",
+        {},
+        {"AssignmentId": "3A01", "RequesterFeedback": mturk.MISSING_FEEDBACK},
+    )
+    stub.add_response(
+        "create_additional_assignments_for_hit",
+        {},
+        {
+            "HITId": h0.external_id,
+            "NumberOfAdditionalAssignments": 1,
+            "UniqueRequestToken": "mitl-replace-3A01",
+        },
+    )
+    expect_listing(stub, h1, on_h1)
+    stub.add_response(
+        "reject_assignment",
+        {},
+        {"AssignmentId": "3A11", "RequesterFeedback": mturk.MISSING_FEEDBACK},
+    )
+    stub.add_response(
+        "create_additional_assignments_for_hit",
+        {},
+        {
+            "HITId": h1.external_id,
+            "NumberOfAdditionalAssignments": 1,
+            "UniqueRequestToken": "mitl-replace-3A11",
+        },
+    )
+    for hit in rest:
+        expect_listing(stub, hit, [])
+    report = mturk_sync(batch=annotating_batch, client=client, now=now)
+    stub.assert_no_pending_responses()
+    assert "no answers reached the platform" in mturk.MISSING_FEEDBACK.lower()
+    assert report.missing_rejected == ["3A01", "3A11"] == report.rejected
+    assert report.missing == ["3A02"]
+    assert report.approved == []
+    lines = "\n".join(report.lines())
+    assert "REJECTED 3A01 on MTurk: submitted there over 1 hour ago, but no answers" in lines
+    assert "MISSING 3A02" in lines
+    assert Assignment.objects.get(pk=opened.pk).status == "expired"  # no late answers now
+    sent = Batch.objects.get(pk=annotating_batch.pk).mturk["sent"]
+    assert sent["3A01"]["decision"] == sent["3A11"]["decision"] == "rejected"
+
+
+def test_two_syncs_of_one_batch_never_run_at_once(annotating_batch, client, stub):
+    hits = publish(annotating_batch, client, stub)
+    overlapping: list[list[str]] = []
+
+    def second_sync(**kwargs):  # e.g. the next beat, while this sync waits on MTurk
+        if not overlapping:
+            overlapping.append([])
+            overlapping[0] = mturk_sync_recorded(batch=annotating_batch, client=client)
+
+    client.meta.events.register("before-parameter-build.mturk.ListAssignmentsForHIT", second_sync)
+    for hit in hits:
+        expect_listing(stub, hit, [])
+    report = mturk_sync(batch=annotating_batch, client=client)
+    stub.assert_no_pending_responses()  # every listing went to the first sync
+    ((line,),) = overlapping
+    assert line.startswith(f"a sync of batch {annotating_batch.pk} is already running (since ")
+    assert report.hits_checked == len(hits)
+    state = Batch.objects.get(pk=annotating_batch.pk).mturk
+    assert state["report"]["hits_checked"] == len(hits)  # the second wrote no report
+    assert "sync_lease" not in state  # given back
+
+    # A lease that a killed sync never gave back lapses; a live one refuses.
+    lease = {"token": "x", "since": "2025-03-01T12:00:00+00:00"}
+    for until, runs in (("2025-03-01T12:31:00+00:00", True), ("2999-01-01T00:00:00+00:00", False)):
+        Batch.objects.filter(pk=annotating_batch.pk).update(
+            mturk={**state, "sync_lease": {**lease, "until": until}}
+        )
+        if runs:
+            for hit in hits:
+                expect_listing(stub, hit, [])
+            mturk_sync(batch=annotating_batch, client=client)
+        else:
+            with pytest.raises(SyncRunning, match="already running"):
+                mturk_sync(batch=annotating_batch, client=client)
+        stub.assert_no_pending_responses()
 
 
 def test_the_periodic_sync_covers_every_published_batch(annotating_batch, client, stub):

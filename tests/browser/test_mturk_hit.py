@@ -163,7 +163,7 @@ def test_an_accepted_hit_is_stored_then_handed_to_turk_submit_to(
     assert posted["assignmentId"] == "3ASGBROWSER1"
     assert posted["judgements"] == str(len(items))
     assert posted["platform_assignment"] == str(assignment.pk)
-    assert posted["status"] == "approved" == assignment.status
+    assert posted["status"] == "submitted" == assignment.status  # approved by the sync, later
     stored = Judgement.objects.filter(assignment=assignment)
     assert stored.count() == len(items)
     assert all(j.elapsed_ms > 0 for j in stored)

@@ -177,7 +177,7 @@ def test_a_closed_batch_asks_to_return_the_hit(client, published):
     assert "This HIT is closed" in response.content.decode()
 
 
-def test_the_submit_needs_no_session_nor_csrf_token_and_stores_once(published):
+def test_the_submit_needs_no_session_nor_csrf_token_and_stores_once_unapproved(published):
     hit = first_hit(published)
     worker = Client(enforce_csrf_checks=True)  # a third-party frame sends no cookie
     assert worker.get(accepted(hit)).status_code == 200
@@ -188,7 +188,7 @@ def test_the_submit_needs_no_session_nor_csrf_token_and_stores_once(published):
     assert first.status_code == 201
     assert first.json() == {
         "assignment": Assignment.objects.get().pk,
-        "status": "approved",
+        "status": "submitted",  # the sync decides once MTurk lists the assignment
         "created": True,
         "judgements": hit.items.count(),
         "golden_passed": True,
@@ -196,6 +196,22 @@ def test_the_submit_needs_no_session_nor_csrf_token_and_stores_once(published):
     again = worker.post(url, body, content_type="application/json")
     assert (again.status_code, again.json()["created"]) == (200, False)
     assert Judgement.objects.count() == hit.items.count()
+
+
+def test_made_up_ids_on_the_public_page_never_get_work_approved(published):
+    hit = first_hit(published)  # its URL is public: any MTurk worker's preview shows it
+    forger = Client(enforce_csrf_checks=True)
+    assert forger.get(accepted(hit, worker="A1MADEUP", assignment="3MADEUP")).status_code == 200
+    query = urlencode({"assignmentId": "3MADEUP", "workerId": "A1MADEUP", "hitId": hit.external_id})
+    response = forger.post(
+        f"{reverse('frontend:mturk-submit')}?{query}",
+        json.dumps(answers_for(hit)),  # even every check pair right
+        content_type="application/json",
+    )
+    assert response.status_code == 201
+    stored = Assignment.objects.get(external_id="3MADEUP")
+    assert (stored.status, stored.golden_passed, stored.reviewed_at) == ("submitted", True, None)
+    assert not Assignment.objects.filter(status="approved").exists()  # aggregation counts these
 
 
 @pytest.mark.parametrize(
@@ -223,7 +239,15 @@ def test_a_stored_hit_offers_to_finish_on_mturk(client, published):
     html = client.get(accepted(hit)).content.decode()
     assert "Your answers to this HIT are saved" in html
     assert f'action="{SANDBOX_SUBMIT}"' in html
-    assert 'name="assignmentId" value="3ASG1"' in html
+    # externalSubmit needs a field besides assignmentId: the summary hit.js also posts
+    assignment = Assignment.objects.get(external_id="3ASG1")
+    for name, value in (
+        ("assignmentId", "3ASG1"),
+        ("platform_assignment", assignment.pk),
+        ("judgements", hit.items.count()),
+        ("status", "submitted"),
+    ):
+        assert f'<input type="hidden" name="{name}" value="{value}">' in html
 
 
 def test_signed_images_are_served_and_unsigned_ones_are_not(client, published):
