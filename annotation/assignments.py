@@ -7,10 +7,11 @@ taking the lock is exact, even under concurrent "next HIT" requests (see `hit_as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
@@ -220,6 +221,22 @@ class AnswerInput:
     wrong_concepts: Sequence[str] = ()
     other_text: str = ""
     elapsed_ms: int = 0
+
+
+def answers_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[AnswerInput]:
+    """Build answers from checked rows (keys: item, level, shortcomings, wrong_concepts,
+    other_text, elapsed_ms), as the API and MTurk's results both deliver them."""
+    return [
+        AnswerInput(
+            item_id=row["item"],
+            level=row["level"],
+            shortcomings=row["shortcomings"],
+            wrong_concepts=row["wrong_concepts"],
+            other_text=row["other_text"],
+            elapsed_ms=row["elapsed_ms"],
+        )
+        for row in rows
+    ]
 
 
 @dataclass(frozen=True)

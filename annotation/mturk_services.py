@@ -57,6 +57,7 @@ from .assignments import (
     ACTIVE_STATUSES,
     AnswerInput,
     SubmissionResult,
+    answers_from_rows,
     assignment_create,
     assignment_review,
     assignment_submit,
@@ -1445,17 +1446,7 @@ def _import_row(
         source=WorkerSource.MTURK, external_id=row.worker_external_id
     )
     submitted = row.submit_time or now or timezone.now()
-    answers = [
-        AnswerInput(
-            item_id=answer["item"],
-            level=answer["level"],
-            shortcomings=answer["shortcomings"],
-            wrong_concepts=answer["wrong_concepts"],
-            other_text=answer["other_text"],
-            elapsed_ms=answer["elapsed_ms"],
-        )
-        for answer in row.answers
-    ]
+    answers = answers_from_rows(row.answers)
     with transaction.atomic():  # all of the row, or nothing
         if hit.external_id is None:
             HIT.objects.filter(pk=hit.pk).update(external_id=row.hit_external_id)

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from annotation.assignments import (
     AnswerInput,
     SubmissionResult,
+    answers_from_rows,
     assignment_submit_as_worker,
     hit_assign_next,
     worker_for_user,
@@ -185,17 +186,7 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
 
 def answer_inputs(validated: dict[str, Any]) -> list[AnswerInput]:
     """Turn a validated SubmissionSerializer's data into the service's answers."""
-    return [
-        AnswerInput(
-            item_id=answer["item"],
-            level=answer["level"],
-            shortcomings=answer["shortcomings"],
-            wrong_concepts=answer["wrong_concepts"],
-            other_text=answer["other_text"],
-            elapsed_ms=answer["elapsed_ms"],
-        )
-        for answer in validated["answers"]
-    ]
+    return answers_from_rows(validated["answers"])
 
 
 def submission_summary(result: SubmissionResult) -> dict[str, Any]:
