@@ -21,6 +21,12 @@ class HealthSerializer(serializers.Serializer):
     )
 
 
+def _failure(request: Request, exc: Exception) -> str:
+    """Name the failure; only staff see the driver's message (it can name hosts and users)."""
+    detail = str(exc) if request.user.is_staff else type(exc).__name__
+    return f"error: {detail}"
+
+
 @extend_schema(
     tags=["health"],
     responses={
@@ -28,12 +34,6 @@ class HealthSerializer(serializers.Serializer):
         503: OpenApiResponse(HealthSerializer, description="A check failed."),
     },
 )
-def _failure(request: Request, exc: Exception) -> str:
-    """Name the failure; only staff see the driver's message (it can name hosts and users)."""
-    detail = str(exc) if request.user.is_staff else type(exc).__name__
-    return f"error: {detail}"
-
-
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def health(request: Request) -> Response:
