@@ -3,6 +3,12 @@
 Every function is one transaction (or a short series of them); arguments are keyword-only.
 A HIT's assignments are only ever created while its row is locked, so counting them after
 taking the lock is exact, even under concurrent "next HIT" requests (see `hit_assign_next`).
+
+Lock order, here and in `mturk_services`: a worker's row, then HIT rows (several by pk),
+then the rows of their assignments. A writer that locks an assignment and then its HIT
+(to recount the slot) waits crosswise with one that holds the HIT and expires an
+assignment of it (the MTurk page giving a returned slot away), and PostgreSQL kills one of
+them as a deadlock; see `hits_lock`.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
@@ -26,7 +32,6 @@ from .models import (
     HIT,
     Assignment,
     AssignmentStatus,
-    Batch,
     BatchState,
     HITItem,
     Judgement,
@@ -44,6 +49,10 @@ _NEXT_HIT_TRIES = 25  # candidates to try when concurrent requests fill the firs
 
 def worker_for_user(*, user: AbstractBaseUser) -> Worker:
     """Return the platform worker of a logged-in account, creating it the first time."""
+    try:
+        return user.worker  # type: ignore[attr-defined]  # loaded with the user (annotation.auth)
+    except Worker.DoesNotExist:
+        pass
     worker, _ = Worker.objects.get_or_create(
         user=user,
         defaults={"source": WorkerSource.PLATFORM, "external_id": user.get_username()},
@@ -61,39 +70,78 @@ def _active_subquery() -> Subquery:
     )
 
 
+def hits_lock(*, hit_ids: Iterable[int], skip_locked: bool = False) -> list[int]:
+    """Lock these HITs' rows in pk order, inside the caller's transaction; return their ids.
+
+    Take it before locking or writing any assignment of these HITs, and before any other
+    HIT: every writer then waits in the same order, so none waits crosswise (a deadlock).
+    With `skip_locked`, HITs that others hold are left out instead of waited for.
+    NO KEY UPDATE: new assignments may still point at the HIT meanwhile (the others that
+    write to the HIT lock it too, so they still wait for each other).
+    """
+    ids = sorted(set(hit_ids))
+    if not ids:
+        return []
+    skip_locked = skip_locked and connection.features.has_select_for_update_skip_locked
+    return list(
+        HIT.objects.filter(pk__in=ids)
+        .order_by("pk")
+        .select_for_update(no_key=True, skip_locked=skip_locked)
+        .values_list("pk", flat=True)
+    )
+
+
 def hits_recount_slots(*, hit_ids: Iterable[int] | None = None) -> int:
     """Recount the slot hint (`HIT.active_assignments`) of these HITs, or of every open batch.
 
-    Every write here that frees a slot recounts its HITs; the periodic expiry task also
-    recounts all HITs of annotating batches, so a hint can never stay wrong for long.
+    Every write here that frees a slot recounts its HITs (holding their rows already); the
+    periodic expiry task also recounts all HITs of annotating batches, so a hint can never
+    stay wrong for long.
     """
-    hits = HIT.objects.all()
-    if hit_ids is None:
-        hits = hits.filter(batch__state=BatchState.ANNOTATING)
-    else:
-        hits = hits.filter(pk__in=list(hit_ids))
     exact = Coalesce(_active_subquery(), 0)
-    # Only rows whose hint is off are written: no churn, no locks on the others.
-    return hits.exclude(active_assignments=exact).update(active_assignments=exact)
+    with transaction.atomic():
+        if hit_ids is None:
+            # Only rows whose hint is off are locked and written: no churn, no locks on the
+            # others. One that another writer holds is skipped: that writer recounts it.
+            stale = HIT.objects.filter(batch__state=BatchState.ANNOTATING).exclude(
+                active_assignments=exact
+            )
+            ids = hits_lock(hit_ids=stale.values_list("pk", flat=True), skip_locked=True)
+        else:
+            # An UPDATE locks rows in the order it scans them; two of them over the same
+            # HITs could wait crosswise. Locked here in pk order first (see hits_lock).
+            ids = hits_lock(hit_ids=hit_ids)
+        hits = HIT.objects.filter(pk__in=ids).exclude(active_assignments=exact)
+        return hits.update(active_assignments=exact)
 
 
 def assignments_expire(*, now: datetime | None = None) -> int:
-    """Expire accepted work past its deadline, so its HIT goes back to the pool."""
+    """Expire accepted work past its deadline, so its HIT goes back to the pool.
+
+    The HITs are locked before their assignments (see `hits_lock`), and rows that others
+    hold are skipped, never waited for: a HIT being handed out, published or submitted to
+    keeps its work until the next run (every minute), and a submit in flight its row.
+    """
     now = now or timezone.now()
     skip_locked = connection.features.has_select_for_update_skip_locked
+    overdue = Assignment.objects.filter(status=AssignmentStatus.ACCEPTED, deadline__lt=now)
     with transaction.atomic():
-        overdue = list(
-            Assignment.objects.filter(status=AssignmentStatus.ACCEPTED, deadline__lt=now)
-            .select_for_update(skip_locked=skip_locked)  # a submit in flight keeps its row
+        hit_ids = hits_lock(
+            hit_ids=overdue.values_list("hit_id", flat=True).distinct(), skip_locked=True
+        )
+        expired = list(
+            overdue.filter(hit_id__in=hit_ids)
+            .order_by("pk")
+            .select_for_update(skip_locked=skip_locked)
             .values_list("pk", "hit_id")
         )
-        if not overdue:
+        if not expired:
             return 0
-        Assignment.objects.filter(pk__in=[pk for pk, _ in overdue]).update(
+        Assignment.objects.filter(pk__in=[pk for pk, _ in expired]).update(
             status=AssignmentStatus.EXPIRED
         )
-        hits_recount_slots(hit_ids={hit_id for _, hit_id in overdue})
-    return len(overdue)
+        hits_recount_slots(hit_ids={hit_id for _, hit_id in expired})
+    return len(expired)
 
 
 def _deadline(hit: HIT, now: datetime) -> datetime:
@@ -189,7 +237,9 @@ def _try_assign(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignmen
         if current is not None:
             if current.deadline is None or current.deadline >= now:
                 return current
-            # Its own HIT ran out of time: that slot goes back to the pool.
+            # Its own HIT ran out of time: that slot goes back to the pool. The HIT's row
+            # first, then the assignment's (the lock order: see hits_lock).
+            hits_lock(hit_ids=[current.hit_id])
             Assignment.objects.filter(pk=current.pk).update(status=AssignmentStatus.EXPIRED)
             hits_recount_slots(hit_ids=[current.hit_id])
         hit = (
@@ -197,6 +247,9 @@ def _try_assign(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignmen
             .select_related("batch")
             .first()
         )
+        if hit is None and skip_locked and current is not None:
+            # We hold the expired HIT's row now: waiting for another HIT could be crosswise.
+            return _Miss.FILLED  # the next try holds no HIT and may wait
         if hit is None and skip_locked:
             # Every free HIT may be locked by a concurrent request for a moment: wait for
             # the first one instead of saying that nothing is free. We hold only our
@@ -251,8 +304,8 @@ def assignment_submit(
     *,
     assignment: Assignment,
     answers: Sequence[AnswerInput],
-    followups_required: bool,
-    golden_policy: str = "approve_or_flag",
+    followups_required: bool | None = None,
+    golden_policy: str | None = None,
     worker: Worker | None = None,
     now: datetime | None = None,
 ) -> SubmissionResult:
@@ -262,11 +315,18 @@ def assignment_submit(
     the golden check and flags the rest for a person; `approve_or_reject` rejects failed
     work at once; `review_all` leaves every submission to a person. Submitting again
     returns the stored result unchanged (a double click or a retry never duplicates).
-    With `worker`, only that worker's own assignment is accepted.
+    With `worker`, only that worker's own assignment is accepted. `followups_required` and
+    `golden_policy` default to the batch's settings.
     """
     now = now or timezone.now()
     with transaction.atomic():
-        locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
+        hits_lock(hit_ids=[assignment.hit_id])  # the HIT before its assignment: see hits_lock
+        # The batch comes with the locked row: its state and settings, in one query.
+        locked = (
+            Assignment.objects.select_for_update(of=("self",))
+            .select_related("hit__batch")
+            .get(pk=assignment.pk)
+        )
         if worker is not None and locked.worker_id != worker.pk:
             raise ServiceError("this assignment belongs to another worker")
         late = (
@@ -287,10 +347,17 @@ def assignment_submit(
                 created=False,
             )
         elif locked.status == AssignmentStatus.ACCEPTED:
-            state = Batch.objects.filter(hits=locked.hit_id).values_list("state", flat=True)[0]
-            if state != BatchState.ANNOTATING:  # closed early, or cancelled: verdicts are set
-                raise ServiceError(f"this HIT's batch is {state} and takes no more answers")
-            items = {item.pk: item for item in HITItem.objects.filter(hit_id=locked.hit_id)}
+            batch = locked.hit.batch
+            if batch.state != BatchState.ANNOTATING:  # closed early, or cancelled: verdicts set
+                raise ServiceError(f"this HIT's batch is {batch.state} and takes no more answers")
+            if followups_required is None:
+                followups_required = batch.config.get("followups", True)
+            items = {
+                pk: _ItemRow(role=role, position=position)
+                for pk, role, position in HITItem.objects.filter(hit_id=locked.hit_id).values_list(
+                    "pk", "role", "position"
+                )
+            }
             judgements = _build_judgements(locked, items, answers, followups_required)
             Judgement.objects.bulk_create(judgements)
             result = golden_check(
@@ -301,7 +368,7 @@ def assignment_submit(
                 locked,
                 passed=result.passed,
                 failures=result.failures,
-                policy=golden_policy,
+                policy=golden_policy or batch.config.get("golden_policy", "approve_or_flag"),
                 now=now,
             )
             return SubmissionResult(
@@ -318,14 +385,7 @@ def assignment_submit_as_worker(
     The batch decides whether follow-ups are required and which golden policy applies;
     the web page, the API and MTurk's frame all submit this way.
     """
-    config = assignment.hit.batch.config
-    return assignment_submit(
-        assignment=assignment,
-        answers=answers,
-        followups_required=config.get("followups", True),
-        golden_policy=config.get("golden_policy", "approve_or_flag"),
-        worker=assignment.worker,
-    )
+    return assignment_submit(assignment=assignment, answers=answers, worker=assignment.worker)
 
 
 def _golden_failures(judgements: Sequence[Judgement]) -> tuple[str, ...]:
@@ -364,9 +424,16 @@ def _apply_golden_policy(
         hits_recount_slots(hit_ids=[assignment.hit_id])  # the slot is free again
 
 
+class _ItemRow(NamedTuple):
+    """What a submission needs of a HIT item: golden role and page position."""
+
+    role: str
+    position: int
+
+
 def _build_judgements(
     assignment: Assignment,
-    items: dict[int, HITItem],
+    items: Mapping[int, _ItemRow],
     answers: Sequence[AnswerInput],
     followups_required: bool,
 ) -> list[Judgement]:
@@ -412,6 +479,14 @@ def _build_judgements(
     return judgements
 
 
+_UNCONFIRMED = (
+    "MTurk has not confirmed assignment {aid} yet: the HIT page is public and anyone can make "
+    "up its ids, so it cannot be approved until MTurk lists it. Run `mturk_sync {batch}` "
+    "first (or “Sync now” on the batch's MTurk page); work that MTurk never lists is rejected "
+    "by the sync."
+)
+
+
 def assignment_review(
     *,
     assignment: Assignment,
@@ -421,15 +496,21 @@ def assignment_review(
 ) -> Assignment:
     """Approve or reject a submitted assignment; a rejection reopens the slot on its HIT.
 
-    A rejection must say why: the worker reads the feedback.
+    A rejection must say why: the worker reads the feedback. MTurk work that MTurk has not
+    confirmed yet (`Assignment.awaits_mturk`) can be rejected but never approved.
     """
     feedback = feedback.strip()
     if not approve and not feedback:
         raise ServiceError("say why the work is rejected: the worker sees this feedback")
     with transaction.atomic():
+        hits_lock(hit_ids=[assignment.hit_id])  # before the assignment: see hits_lock
         locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
         if locked.status != AssignmentStatus.SUBMITTED:
             raise ServiceError(f"only submitted work can be reviewed (this one is {locked.status})")
+        if approve and locked.awaits_mturk:
+            raise ServiceError(
+                _UNCONFIRMED.format(aid=locked.external_id, batch=locked.hit.batch_id)
+            )
         locked.status = AssignmentStatus.APPROVED if approve else AssignmentStatus.REJECTED
         locked.flagged = False
         locked.feedback = feedback
@@ -458,8 +539,10 @@ def worker_block(*, worker: Worker, blocked: bool) -> Worker:
         Worker.objects.filter(pk=worker.pk).update(is_blocked=blocked)
         if blocked:
             open_work = Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED)
-            hit_ids = set(open_work.values_list("hit_id", flat=True))
-            open_work.update(status=AssignmentStatus.EXPIRED)
+            # The HITs before their assignments (see hits_lock); work taken on another HIT
+            # meanwhile is left to the deadline, as the worker gets no new HIT from now on.
+            hit_ids = hits_lock(hit_ids=open_work.values_list("hit_id", flat=True))
+            open_work.filter(hit_id__in=hit_ids).update(status=AssignmentStatus.EXPIRED)
             hits_recount_slots(hit_ids=hit_ids)
     worker.refresh_from_db()
     return worker

@@ -10,17 +10,24 @@ and queues `annotation.run_import` once the job is committed.
 `import_job_run` does the import (the checks again, then the writes) and records how it
 ended; the staged uploads are removed either way. Messages never show the staging folder:
 a file is named as it was uploaded.
+
+A web process killed mid-request (gunicorn's timeout) leaves its `.new-<hex>` folder
+behind; `import_staging_clean` (hourly from Celery beat, and `manage.py
+import_staging_clean`) deletes such folders, and those of jobs that are over or gone,
+once nothing in them has been written for a while.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +58,7 @@ logger = logging.getLogger(__name__)
 
 Upload = Path | UploadedFile
 PROGRESS_INTERVAL_S = 0.25  # progress is written at most four times a second
+_NEW_PREFIX = ".new-"  # a request's uploads, staged before its job exists
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")
 
 # Accepted uploads and parameters per kind (anything else is refused, not ignored).
@@ -72,9 +80,14 @@ class ImportRequestError(ServiceError):
         return {self.field: [str(self)]}
 
 
+def import_staging_root() -> Path:
+    """Return the folder under which every import's uploads are staged."""
+    return Path(settings.VAR_DIR) / "imports"
+
+
 def import_staging_dir(job_id: int) -> Path:
     """Return the folder that holds a job's uploads until it has run."""
-    return Path(settings.VAR_DIR) / "imports" / str(job_id)
+    return import_staging_root() / str(job_id)
 
 
 def import_job_create(
@@ -102,7 +115,7 @@ def import_job_create(
         )
     # Staged and checked before the job exists, outside any transaction: a large upload
     # must not hold the database's write lock. The folder gets the job's id at the end.
-    folder = Path(settings.VAR_DIR) / "imports" / f".new-{uuid.uuid4().hex}"
+    folder = import_staging_root() / f"{_NEW_PREFIX}{uuid.uuid4().hex}"
     target: Path | None = None
     try:
         files = {key: _stage(folder, key, upload) for key, upload in uploads.items()}
@@ -162,6 +175,67 @@ def import_job_run(*, job_id: int) -> ImportJob:
         shutil.rmtree(folder, ignore_errors=True)
     job.refresh_from_db()
     return job
+
+
+def import_staging_orphans(*, older_than: timedelta, now: datetime | None = None) -> list[Path]:
+    """Return the staging folders no queued or running job needs, untouched for `older_than`.
+
+    They are a request's uploads from before its job existed (`.new-<hex>`: the request
+    died) and a job's (`<id>`) once it is done, failed or gone. A folder is as recent as
+    the last write anywhere inside it, so an upload still being written is never taken,
+    nor one whose job is still being committed. Anything else under the root is left alone.
+    """
+    root = import_staging_root()
+    if not root.is_dir():
+        return []
+    folders: dict[Path, int | None] = {}
+    for entry in root.iterdir():
+        if entry.is_symlink() or not entry.is_dir():
+            continue
+        if entry.name.startswith(_NEW_PREFIX):
+            folders[entry] = None
+        elif entry.name.isdigit():
+            folders[entry] = int(entry.name)
+    in_use = set(
+        ImportJob.objects.filter(
+            pk__in=[job_id for job_id in folders.values() if job_id is not None],
+            status__in=[ImportStatus.QUEUED, ImportStatus.RUNNING],
+        ).values_list("pk", flat=True)
+    )
+    cutoff = (now or timezone.now()).timestamp() - older_than.total_seconds()
+    return sorted(
+        folder
+        for folder, job_id in folders.items()
+        if job_id not in in_use and _last_written(folder) < cutoff
+    )
+
+
+def import_staging_clean(*, older_than: timedelta, now: datetime | None = None) -> list[Path]:
+    """Delete the staging folders `import_staging_orphans` finds; return those deleted."""
+    removed = []
+    for folder in import_staging_orphans(older_than=older_than, now=now):
+        shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            logger.warning("import staging: could not delete %s", folder)
+        else:
+            logger.info("import staging: deleted %s", folder)
+            removed.append(folder)
+    return removed
+
+
+def _last_written(folder: Path) -> float:
+    """Return the latest modification time of the folder and everything in it."""
+    try:
+        latest = folder.lstat().st_mtime
+    except FileNotFoundError:  # deleted meanwhile: nothing left to clean
+        return float("inf")
+    for parent, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            try:
+                latest = max(latest, os.lstat(os.path.join(parent, name)).st_mtime)
+            except FileNotFoundError:  # deleted meanwhile (its job finished)
+                continue
+    return latest
 
 
 class ProgressWriter:

@@ -23,7 +23,10 @@ publish or sync again sends nothing twice:
 
 The HIT page only stores MTurk work, as submitted: anyone can open that public page with
 made-up ids, so the sync applies the batch's golden policy, and only to the assignments
-that MTurk itself lists for the HIT.
+that MTurk itself lists for the HIT. Those it marks confirmed (`Assignment.confirmed_at`,
+also set for the rows of MTurk's results CSV); until then nobody can approve the work.
+
+Row locks follow `assignments.hits_lock`: the HIT's row before any of its assignments'.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from .assignments import (
     assignment_create,
     assignment_review,
     assignment_submit,
+    hits_lock,
     hits_recount_slots,
     worker_block,
 )
@@ -535,12 +539,13 @@ def mturk_sandbox_reset(*, batch: Batch, client: Any = None) -> int:
         except MTurkError as exc:  # gone already: nothing left to expire
             logger.info("batch %s: %s", batch.pk, exc)
     with transaction.atomic():
+        hit_ids = hits_lock(hit_ids=batch.hits.values_list("pk", flat=True))  # HITs first
         _, deleted_by_model = Assignment.objects.filter(
             hit__batch=batch, worker__source=WorkerSource.MTURK
         ).delete()
         deleted = deleted_by_model.get(Assignment._meta.label, 0)
         batch.hits.update(external_id=None, published_at=None)
-        hits_recount_slots(hit_ids=batch.hits.values_list("pk", flat=True))
+        hits_recount_slots(hit_ids=hit_ids)
         kept = {"settings": state["settings"]} if "settings" in state else {}
         Batch.objects.filter(pk=batch.pk).update(mturk=kept)
     return deleted
@@ -579,6 +584,7 @@ def mturk_assignment_open(
     deadline = now + timedelta(minutes=batch_hit_settings(hit.batch).assignment_minutes)
     try:
         with transaction.atomic():  # the HIT stays locked until the MTurk id is on it
+            # The HIT's row before any assignment's (see assignments.hits_lock).
             locked = HIT.objects.select_for_update().get(pk=hit.pk)
             _free_returned_slot(locked)
             created = assignment_create(hit=locked, worker=worker, now=now)
@@ -601,7 +607,9 @@ def _free_returned_slot(hit: HIT) -> None:
     AssignmentId on a full HIT means an earlier MTurk assignment was given up. If that
     guess picks a worker who is still at it, that worker's next page load or submit takes
     a slot back the same way (`_reclaim`). Platform and submitted work is never touched.
-    The caller holds the HIT's row lock.
+    The caller holds the HIT's row lock, taken before any assignment's: writers that lock
+    an assignment of the HIT first (expiry, submission, review) would otherwise wait
+    crosswise with this one (see assignments.hits_lock).
     """
     active = Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
     if active < hit.max_assignments:
@@ -639,6 +647,7 @@ def _reclaim(assignment: Assignment, now: datetime) -> Assignment:
     if not _taken_over(assignment, now):
         return assignment
     with transaction.atomic():
+        # The HIT's row before its assignments' (see assignments.hits_lock).
         hit = HIT.objects.select_for_update().get(pk=assignment.hit_id)
         locked = (
             Assignment.objects.select_for_update().select_related("worker").get(pk=assignment.pk)
@@ -669,6 +678,7 @@ def _follow_new_assignment(previous: Assignment, assignment_id: str, now: dateti
         )
     deadline = now + timedelta(minutes=batch_hit_settings(previous.hit.batch).assignment_minutes)
     with transaction.atomic():
+        # The HIT's row before its assignments' (see assignments.hits_lock).
         hit = HIT.objects.select_for_update().get(pk=previous.hit_id)
         locked = Assignment.objects.select_for_update().get(pk=previous.pk)
         if locked.status == AssignmentStatus.EXPIRED:
@@ -678,8 +688,9 @@ def _follow_new_assignment(previous: Assignment, assignment_id: str, now: dateti
                 raise ServiceError(f"{hit} already has all {hit.max_assignments} assignments")
         locked.status = AssignmentStatus.ACCEPTED
         locked.external_id = assignment_id
+        locked.confirmed_at = None  # MTurk has yet to confirm the new AssignmentId
         locked.deadline = deadline
-        locked.save(update_fields=["status", "external_id", "deadline"])
+        locked.save(update_fields=["status", "external_id", "confirmed_at", "deadline"])
         hits_recount_slots(hit_ids=[hit.pk])
     return Assignment.objects.select_related("hit__batch", "worker").get(pk=locked.pk)
 
@@ -958,7 +969,9 @@ def _sync_hit(
             state = _sync_missing(client, batch, hit, entry, platform, report, now) or state
             continue
         # Confirmed by MTurk: now, and only now, the golden policy may decide the work
-        # (not over a rejection made on MTurk's site: that disagreement goes to a person).
+        # (not over a rejection made on MTurk's site: that disagreement goes to a person),
+        # and a person may approve it.
+        platform = _mark_confirmed(platform, now)
         if mturk_status in ("Submitted", "Approved"):
             platform = _decide_confirmed(platform, policy)
         if mturk_status != "Submitted":  # auto-approved, or decided in MTurk's web UI
@@ -992,11 +1005,23 @@ def _sync_hit(
     for aid, platform in local.items():
         if aid in listed or aid in sent or platform.submitted_at is None:
             continue
+        if platform.confirmed_at is not None:  # in MTurk's results CSV: MTurk work for sure
+            continue
         if _drop_unconfirmed(platform, now):
             report.dropped.append(aid)
         else:
             report.unconfirmed.append(aid)
     return state
+
+
+def _mark_confirmed(assignment: Assignment, now: datetime) -> Assignment:
+    """Record (once) that MTurk confirmed this work: from now on it may be approved."""
+    if assignment.confirmed_at is None:
+        Assignment.objects.filter(pk=assignment.pk, confirmed_at__isnull=True).update(
+            confirmed_at=now
+        )
+        assignment.confirmed_at = now
+    return assignment
 
 
 def _decide_confirmed(assignment: Assignment, policy: str) -> Assignment:
@@ -1064,6 +1089,7 @@ def _sync_missing(
         return None
     if platform is not None:  # its page was opened but never sent answers: no late ones now
         with transaction.atomic():
+            hits_lock(hit_ids=[hit.pk])  # before the assignment (see assignments.hits_lock)
             closed = Assignment.objects.filter(
                 pk=platform.pk,
                 status__in=[AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED],
@@ -1441,7 +1467,12 @@ def _import_row(
             raise ServiceError(
                 f"assignment {row.assignment_external_id} is stored for another HIT or worker"
             )
-        return existing, False
+        if existing.submitted_at is None or existing.confirmed_at is not None:
+            return existing, False
+        # Stored from the HIT page and now in MTurk's own results: confirmed, so the
+        # batch's golden policy decides it, as the sync would.
+        confirmed = _mark_confirmed(existing, now or timezone.now())
+        return _decide_confirmed(confirmed, config.golden_policy), False
     worker, _ = Worker.objects.get_or_create(
         source=WorkerSource.MTURK, external_id=row.worker_external_id
     )
@@ -1453,6 +1484,7 @@ def _import_row(
         assignment = assignment_create(hit=hit, worker=worker, now=submitted)
         Assignment.objects.filter(pk=assignment.pk).update(
             external_id=row.assignment_external_id,
+            confirmed_at=now or timezone.now(),  # the file comes from MTurk's results page
             **({"accepted_at": row.accept_time} if row.accept_time else {}),
         )
         result = assignment_submit(

@@ -30,6 +30,7 @@ from .models import (
     ItemRole,
     Judgement,
     Worker,
+    mturk_unconfirmed,
 )
 
 PIPELINE_STAGES: tuple[str, ...] = (
@@ -72,34 +73,45 @@ def assignment_page(*, assignment: Assignment) -> dict[str, Any]:
 
     Golden pairs must look exactly like the others, so nothing here tells them apart.
     """
+    # Plain rows, not model instances: every "next HIT" builds this page.
     items = (
         HITItem.objects.filter(hit_id=assignment.hit_id)
-        .select_related("image", "caption")
         .order_by("position")
+        .values_list("pk", "position", "image__file", "caption__text")
     )
     return {
         "followups": assignment.hit.batch.config.get("followups", True),
         "items": [
             {
-                "id": item.pk,
-                "position": item.position,
-                "image_url": reverse("frontend:item-image", args=[assignment.pk, item.pk])
-                if item.image.file
+                "id": pk,
+                "position": position,
+                "image_url": reverse("frontend:item-image", args=[assignment.pk, pk])
+                if image_file
                 else None,
-                "caption": item.caption.text,
+                "caption": caption,
             }
-            for item in items
+            for pk, position, image_file, caption in items
         ],
     }
 
 
 def review_queue(*, limit: int = 200) -> list[Assignment]:
-    """Return submitted work that waits for a person: flagged first, oldest first."""
+    """Return submitted work that waits for a person: flagged first, oldest first.
+
+    MTurk work that MTurk has not confirmed yet is left out: it cannot be approved, and it
+    may be made up (see `review_awaiting_mturk`).
+    """
     return list(
         Assignment.objects.filter(status=AssignmentStatus.SUBMITTED)
+        .exclude(mturk_unconfirmed())
         .select_related("worker", "hit__batch")
         .order_by("-flagged", "submitted_at")[:limit]
     )
+
+
+def review_awaiting_mturk() -> int:
+    """Count submitted MTurk work that waits for the sync to find it on MTurk."""
+    return Assignment.objects.filter(mturk_unconfirmed(), status=AssignmentStatus.SUBMITTED).count()
 
 
 def assignment_review_rows(*, assignment: Assignment) -> list[dict[str, Any]]:

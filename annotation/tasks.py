@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from celery import shared_task
+from django.conf import settings
 
 from .assignments import assignments_expire, hits_recount_slots
-from .imports import import_job_run
+from .imports import import_job_run, import_staging_clean
 
 
 @shared_task(name="annotation.expire_assignments", ignore_result=True, time_limit=60)
@@ -26,6 +29,13 @@ def expire_assignments() -> int:
 def run_import(job_id: int) -> str:
     """Run one import job (idempotent: a job that is done or failed is left as it is)."""
     return import_job_run(job_id=job_id).status
+
+
+@shared_task(name="annotation.clean_import_staging", ignore_result=True, time_limit=600)
+def clean_import_staging() -> int:
+    """Delete staged uploads that no job needs, untouched for IMPORT_STAGING_MAX_AGE_HOURS."""
+    age = timedelta(hours=settings.IMPORT_STAGING_MAX_AGE_HOURS)
+    return len(import_staging_clean(older_than=age))
 
 
 # The soft limit lets a sync give its batch's lease back (see mturk_services.SYNC_LEASE).

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler
 
 from annotation.services import ServiceError
+
+from .parsers import PayloadTooLarge
 
 
 class Refused(exceptions.APIException):
@@ -49,6 +52,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     """Turn any API error into the one error format; leave real crashes to Django (500)."""
     if isinstance(exc, ServiceError):
         exc = Refused(str(exc))
+    elif isinstance(exc, RequestDataTooBig):  # Django's own cap, on multipart form fields
+        exc = PayloadTooLarge(
+            "the form fields are over DATA_UPLOAD_MAX_MEMORY_SIZE; send large content as a file"
+        )
+    elif isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        exc = exceptions.ParseError(str(exc))
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,6 +17,8 @@ from annotation.models import Evaluation, Release
 from annotation.services import ServiceError
 from mitl.evaluation import DIRECTIONS, EvaluationError, rankings_parse
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
+
+from .parsers import JSONParser, size_text
 
 METRICS_HELP = (
     '{"i2t": {"recall@1": …, "r_precision": …, "map_at_r": …, "ndcg@10": …, "queries": …}, '
@@ -49,23 +53,56 @@ class LeaderboardSerializer(serializers.Serializer):
     agreement = serializers.DictField(child=AgreementSerializer(), help_text="Per direction.")
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
+class RankingsField(serializers.Field):
+    """Rankings as the JSON parser gave them; `rankings_parse` checks them, in one pass."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class RankingsSubmissionSerializer(serializers.Serializer):
+    """A model's rankings; context `max_queries` caps the ranked queries per direction."""
+
     model_name = serializers.CharField(max_length=MODEL_NAME_MAX)
-    rankings = serializers.JSONField(
+    rankings = RankingsField(
         help_text='{"i2t": {"<image id>": [caption ids, best first]}, "t2i": {"<caption id>": '
         "[image ids, best first]}}, every query of the release ranked."
     )
 
     def validate_rankings(self, value: Any) -> dict[str, dict[int, list[int]]]:
         try:
-            return rankings_parse(value)
+            return rankings_parse(
+                value,
+                max_length=settings.EVALUATION_MAX_RANKING_LENGTH,
+                max_queries=self.context.get("max_queries"),
+            )
         except EvaluationError as exc:
             raise serializers.ValidationError(str(exc)) from None
+
+
+class RankingsParser(JSONParser):
+    """JSON rankings up to EVALUATION_MAX_BODY_BYTES: they are scored while the client waits."""
+
+    max_bytes_setting = "EVALUATION_MAX_BODY_BYTES"
+
+    def too_large(self, size: int, limit: int) -> str:
+        return (
+            f"the rankings have {size_text(size)}; the API takes at most {size_text(limit)} "
+            "(EVALUATION_MAX_BODY_MB). Rank each query of the release only as deep as the "
+            "metrics need, or score large rankings offline with `python manage.py evaluate "
+            "--release <release dir> --rankings <file>`"
+        )
 
 
 @extend_schema(tags=["evaluations"])
 class ReleaseEvaluationsView(APIView):
     """A release's leaderboard, and scoring a model on it."""
+
+    parser_classes = [RankingsParser]
 
     @extend_schema(responses=LeaderboardSerializer)
     def get(self, request: Request, release_id: int) -> Response:
@@ -101,7 +138,12 @@ class ReleaseEvaluationsView(APIView):
     def post(self, request: Request, release_id: int) -> Response:
         """Score a model's rankings on the release and store its leaderboard row."""
         release = get_object_or_404(Release.objects.select_related("dataset"), pk=release_id)
-        serializer = RankingsSubmissionSerializer(data=request.data)
+        # A ranked query is an image or caption of the dataset: more keys is a wrong file.
+        dataset = release.dataset
+        max_queries = {"i2t": dataset.images.count(), "t2i": dataset.captions.count()}
+        serializer = RankingsSubmissionSerializer(
+            data=request.data, context={"max_queries": max_queries}
+        )
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         existed = Evaluation.objects.filter(

@@ -24,6 +24,11 @@ class ReviewSerializer(serializers.ModelSerializer):
     worker = serializers.StringRelatedField(help_text="source:external id, e.g. platform:ann")
     batch = serializers.IntegerField(source="hit.batch_id")
     batch_name = serializers.CharField(source="hit.batch.name")
+    awaits_mturk = serializers.BooleanField(
+        read_only=True,
+        help_text="MTurk work that MTurk has not confirmed yet: it cannot be approved until "
+        "the MTurk sync finds it listed (its ids may be made up).",
+    )
 
     class Meta:
         model = Assignment
@@ -40,6 +45,7 @@ class ReviewSerializer(serializers.ModelSerializer):
             "submitted_at",
             "reviewed_at",
             "feedback",
+            "awaits_mturk",
         ]
 
 
@@ -96,7 +102,10 @@ class ReviewViewSet(viewsets.ReadOnlyModelViewSet):
         return ReviewDetailSerializer if self.action == "retrieve" else ReviewSerializer
 
     def list(self, request: Request) -> Response:
-        """Submissions waiting for a person: flagged first (failed golden check), oldest first."""
+        """Submissions waiting for a person: flagged first (failed golden check), oldest first.
+
+        MTurk work that MTurk has not confirmed yet is not listed: it cannot be approved.
+        """
         page = self.paginate_queryset(review_queue(limit=REVIEW_QUEUE_MAX))
         return self.get_paginated_response(ReviewSerializer(page, many=True).data)
 
@@ -107,7 +116,8 @@ class ReviewViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ReviewDecisionSerializer, responses=ReviewSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
-        """Approve submitted work (400 when it is not waiting for review)."""
+        """Approve submitted work (400 when it is not waiting for review, or is MTurk work
+        that MTurk has not confirmed yet: run the MTurk sync first)."""
         return self._decide(request, approve=True)
 
     @extend_schema(request=ReviewDecisionSerializer, responses=ReviewSerializer)

@@ -15,11 +15,16 @@ _DESCRIPTIONS = {
     "401": "Not logged in: send `Authorization: Token <key>` or a session cookie.",
     "403": "Logged in, but this account may not do this (e.g. staff only).",
     "404": "No such object, or not one of yours.",
+    "413": "The request body is over this endpoint's size cap; `detail` says the limit.",
+    "429": "Too many attempts: wait the seconds of the `Retry-After` header, then try again.",
 }
 
 
 class ApiAutoSchema(AutoSchema):
-    """Add the shared error body for 400 (writes), 401/403 (non-public) and 404 (by id)."""
+    """Add the shared error body for 400/413 (writes), 401/403 (non-public), 404 (by id), 429.
+
+    429 goes to the operations of rate-limited views (the token endpoint).
+    """
 
     def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         operation = super().get_operation(*args, **kwargs)
@@ -46,4 +51,8 @@ class ApiAutoSchema(AutoSchema):
             codes += ["401", "403"]
         if "{" in self.path:
             codes.append("404")
+        if self.method in _WRITE_METHODS:
+            codes.append("413")  # every body is capped (api/parsers.py)
+        if self.view.get_throttles():
+            codes.append("429")
         return codes

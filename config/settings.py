@@ -8,6 +8,7 @@ PostgreSQL and a Redis broker with real workers.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -30,6 +31,31 @@ def _env_bool(name: str, default: bool) -> bool:
 
 def _env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def _env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    value = os.environ.get(name) or str(default)
+    if not value.isdigit() or int(value) < minimum:
+        raise ImproperlyConfigured(
+            f"{name} must be a whole number of at least {minimum}, got {value!r}"
+        )
+    return int(value)
+
+
+_RATE = re.compile(r"^[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def _env_rate(name: str, default: str) -> str | None:
+    """Read a DRF throttle rate ("5/min"); "off" disables the limit."""
+    value = (os.environ.get(name) or default).strip()
+    if value.lower() == "off":
+        return None
+    if not _RATE.match(value):
+        raise ImproperlyConfigured(
+            f"{name} must be a rate like 5/min (per second, minute, hour or day) or off, "
+            f"got {value!r}"
+        )
+    return value
 
 
 DEBUG = _env_bool("DEBUG", True)
@@ -173,7 +199,12 @@ CELERY_BEAT_SCHEDULE = {
     "expire-assignments": {"task": "annotation.expire_assignments", "schedule": 60.0},
     # Approve/reject on MTurk what the platform decided, for every batch with published HITs.
     "mturk-sync": {"task": "annotation.mturk_sync", "schedule": 300.0},
+    # Remove import uploads left behind by a web process killed mid-request.
+    "clean-import-staging": {"task": "annotation.clean_import_staging", "schedule": 3600.0},
 }
+# An import's staged uploads older than this, that no queued or running job needs, are
+# deleted by the hourly task above and `manage.py import_staging_clean`.
+IMPORT_STAGING_MAX_AGE_HOURS = _env_int("IMPORT_STAGING_MAX_AGE_HOURS", 24, minimum=1)
 
 # Amazon Mechanical Turk (docs/mturk.md). The public HTTPS address of this platform, used in
 # each HIT's ExternalQuestion; AWS credentials come from boto3's own chain, never from here.
@@ -182,8 +213,35 @@ MTURK_EXTERNAL_BASE_URL = os.environ.get("MTURK_EXTERNAL_BASE_URL", "")
 MTURK_ALLOWED_SUBMIT_HOSTS = _env_list("MTURK_ALLOWED_SUBMIT_HOSTS", "") if DEBUG else []
 
 LOGIN_URL = "login"
+# Django's model backend, loading the account's worker with the account (one query less
+# on every annotator request).
+AUTHENTICATION_BACKENDS = ["annotation.auth.WorkerAwareBackend"]
 LOGIN_REDIRECT_URL = "frontend:work"
 LOGOUT_REDIRECT_URL = "login"
+
+# The cache holds the login attempt counts (api/throttling.py). Local memory counts per
+# process: with several web processes (gunicorn's workers) set CACHE_URL to Redis.
+CACHE_URL = os.environ.get("CACHE_URL", "")
+if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(
+        f"CACHE_URL must be a Redis URL (redis://host:6379/1), got {CACHE_URL!r}"
+    )
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            "KEY_PREFIX": "mitl",
+        }
+        if CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+# Rankings sent to the leaderboard API are scored while the request waits: these caps keep
+# that to seconds. Larger rankings are scored offline with `manage.py evaluate`.
+EVALUATION_MAX_BODY_BYTES = _env_int("EVALUATION_MAX_BODY_MB", 20, minimum=1) * 2**20
+EVALUATION_MAX_RANKING_LENGTH = _env_int("EVALUATION_MAX_RANKING_LENGTH", 1000, minimum=10)
 
 # The REST API (docs/api.md). Token first: an anonymous request then gets a 401 that names
 # the scheme (`WWW-Authenticate: Token`) rather than a bare 403.
@@ -198,6 +256,20 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
+    # JSON and form bodies capped at DATA_UPLOAD_MAX_MEMORY_SIZE (api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.JSONParser",
+        "api.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    # Password logins (the token endpoint and /accounts/login/), per address and username.
+    "DEFAULT_THROTTLE_RATES": {
+        "login-ip": _env_rate("LOGIN_RATE_PER_IP", "10/min"),
+        "login-username": _env_rate("LOGIN_RATE_PER_USERNAME", "5/min"),
+    },
+    # The client address is REMOTE_ADDR, unless the server sits behind this many proxies
+    # that append to X-Forwarded-For (a client can write that header itself).
+    "NUM_PROXIES": _env_int("NUM_PROXIES", 0),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "MITL curation API",

@@ -83,6 +83,10 @@ def _summary(report: Mapping[str, Any]) -> str:
         "annotator φ's R@1 (%) against it. Model bias B<sub>Θ</sub> = mean over every "
         "annotator φ of |s<sub>Θ</sub>(φ) − s<sub>All</sub>(φ)|; self-bias takes the mean "
         "over φ ∈ Θ, non-self-bias over φ ∉ Θ.</p>",
+        '<p class="note">Captions an admin marked invalid are left out, as the release '
+        f"leaves them out: {report.get('candidates_on_invalid_captions', 0)} candidates and "
+        f"{report.get('judgements_on_invalid_captions', 0)} approved judgements on them "
+        "count in none of the answers, reasons or positives below.</p>",
     ]
     if headline:
         singles = [s for s in headline["subsets"] if s["size"] == 1]

@@ -52,7 +52,7 @@ def datasheet_markdown(
         _files(extra_files),
         _qrels_scale(),
         _evaluate(folder),
-        _invalid(manifest),
+        _invalid(manifest, stats),
         "## Licence\n\nThis release holds only ids, judgements and statistics. The images "
         f"and captions stay under the licence and terms of `{manifest['dataset']}` itself; "
         "check them before you redistribute anything.\n",
@@ -122,7 +122,9 @@ def _files(extra_files: Sequence[str]) -> str:
         QRELS_I2T_FILE: "graded TREC qrels for image queries: `image_id 0 caption_id relevance`.",
         QRELS_T2I_FILE: "graded TREC qrels for caption queries: `caption_id 0 image_id relevance`.",
         STATS_FILE: "queries and positives per direction before and after curation; "
-        "candidates, HITs, assignments, judgements, verdicts.",
+        "candidates, HITs, assignments, judgements, verdicts (the judgements and verdicts on "
+        "invalid captions counted apart, in `judgements_on_invalid_captions` and "
+        "`verdicts_on_invalid_captions`).",
         MANIFEST_FILE: "sources, batches, rule, counts, invalid captions and the sha256 "
         "checksum and size of every other file.",
     }
@@ -164,7 +166,7 @@ def _evaluate(folder: str) -> str:
     )
 
 
-def _invalid(manifest: Mapping[str, Any]) -> str:
+def _invalid(manifest: Mapping[str, Any], stats: Mapping[str, Any]) -> str:
     invalid = manifest.get("invalid_captions", [])
     reasons: dict[str, int] = {}
     for entry in invalid:
@@ -178,5 +180,7 @@ def _invalid(manifest: Mapping[str, Any]) -> str:
         "`verdicts.csv` and the qrels); `judgements.jsonl` keeps every raw answer. "
         f"This release leaves out {len(invalid)}"
         + (f" ({listed})" if listed else "")
-        + "; `manifest.json` lists them with their reasons.\n"
+        + "; `manifest.json` lists them with their reasons. The counts above leave out "
+        f"the {stats.get('judgements_on_invalid_captions', 0)} judgements and "
+        f"{stats.get('verdicts_on_invalid_captions', 0)} verdicts on them.\n"
     )

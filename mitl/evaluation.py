@@ -24,10 +24,12 @@ Gains for nDCG
 
 COCO 5K / 1K recalls
     They rank every caption and image of a split (e.g. the COCO 5K test split), not only the
-    release's queries, against the original links. Given a `CaptionSplit` (captions in
-    split order, each with its own image) and rankings for every image (i2t) and caption
-    (t2i) of it, the result adds `coco_5k_recall@K` and `coco_1k_recall@K`; otherwise
-    they are not defined for these rankings and left out.
+    release's queries, against the original links. Given a `CaptionSplit` (captions in any
+    order, each with its own image; the images' split order is their first appearance)
+    and rankings for every image (i2t) and caption (t2i) of it, the result adds
+    `coco_5k_recall@K` and `coco_1k_recall@K` (1K: 5 folds of whole images, see
+    `mitl.metrics`); otherwise, or when the split has fewer images than folds, they are
+    not defined for these rankings and left out.
 
 Output
     {"i2t": {...}, "t2i": {...}}, each with `recall@1/5/10`, `r_precision`, `map_at_r`,
@@ -57,6 +59,7 @@ NDCG_K = 10
 COUNT_KEYS: tuple[str, ...] = ("queries", "queries_without_positives")
 VERDICT_NEEDS: tuple[str, ...] = ("image_id", "caption_id", "score")
 _ID = re.compile(r"-?[0-9]+")
+ID_MIN, ID_MAX = -(2**63), 2**63 - 1  # ids are stored and ranked as int64
 
 RankingsByDirection = dict[str, dict[int, list[int]]]  # {"i2t": {query: ranking}, "t2i": …}
 
@@ -67,7 +70,11 @@ class EvaluationError(ValueError):
 
 @dataclass(frozen=True)
 class CaptionSplit:
-    """A dataset's captions in split order, each with the image it was written for."""
+    """A dataset's captions, each with the image it was written for.
+
+    The captions may come in any order (a COCO annotations file interleaves images); the
+    images' order, which the COCO 1K folds follow, is their first appearance.
+    """
 
     caption_ids: Sequence[int]
     image_ids: Sequence[int]
@@ -172,10 +179,20 @@ def _csv_id(path: Path, line: int, row: Mapping[str, str | None], column: str) -
     return int(value)
 
 
-def _id_lists(data: Any, *, what: str) -> dict[int, list[int]]:
-    """Check {"<id>": [ids]} and return it with integer keys; refuse repeated ids in a list."""
+def _id_lists(
+    data: Any, *, what: str, max_length: int | None = None, max_keys: int | None = None
+) -> dict[int, list[int]]:
+    """Check {"<id>": [ids]} and return it with integer keys; refuse repeated ids in a list.
+
+    Ids are integers of 64 bits at most. With `max_keys` and `max_length`, more keys or a
+    longer list are refused before any id is looked at.
+    """
     if not isinstance(data, dict):
         raise EvaluationError(f"{what} must be a JSON object of id lists, not {_kind(data)}")
+    if max_keys is not None and len(data) > max_keys:
+        raise EvaluationError(
+            f"{what} ranks {len(data)} queries, more than the {max_keys} there are to rank"
+        )
     parsed: dict[int, list[int]] = {}
     for key, values in data.items():
         if isinstance(key, bool) or not (
@@ -183,12 +200,25 @@ def _id_lists(data: Any, *, what: str) -> dict[int, list[int]]:
         ):
             raise EvaluationError(f"{what}: key {key!r} is not an integer id")
         query = int(key)
+        if not ID_MIN <= query <= ID_MAX:
+            raise EvaluationError(f"{what}: key {key!r} is not an id of at most 64 bits")
         if query in parsed:
             raise EvaluationError(f"{what}: id {query} appears twice as a key")
+        if max_length is not None and isinstance(values, list) and len(values) > max_length:
+            raise EvaluationError(
+                f"{what}: the list of {key!r} has {len(values)} ids, more than the "
+                f"{max_length} accepted; rank each query only as deep as the metrics need "
+                "(its number of positives for R-Precision and mAP@R, 10 for nDCG@10)"
+            )
         if not isinstance(values, list) or not all(type(v) is int for v in values):
             raise EvaluationError(
                 f"{what}: the value of {key!r} must be a list of integer ids"
                 + (f" (found {_first_non_id(values)!r})" if isinstance(values, list) else "")
+            )
+        if values and (min(values) < ID_MIN or max(values) > ID_MAX):
+            wide = next(v for v in values if not ID_MIN <= v <= ID_MAX)
+            raise EvaluationError(
+                f"{what}: the list of {key!r} holds {wide}, not an id of at most 64 bits"
             )
         if len(set(values)) != len(values):
             seen: set[int] = set()
@@ -208,8 +238,17 @@ def _kind(data: Any) -> str:
     )
 
 
-def rankings_parse(data: Any) -> RankingsByDirection:
-    """Check the shape of parsed rankings JSON and return it with integer ids."""
+def rankings_parse(
+    data: Any,
+    *,
+    max_length: int | None = None,
+    max_queries: Mapping[str, int] | None = None,
+) -> RankingsByDirection:
+    """Check the shape of parsed rankings JSON and return it with integer ids.
+
+    With `max_length`, a ranking of more targets than that is refused (the API's cap);
+    with `max_queries` (per direction), more ranked queries than that.
+    """
     if not isinstance(data, dict):
         raise EvaluationError(
             f'rankings must be a JSON object {{"i2t": {{…}}, "t2i": {{…}}}}, not {_kind(data)}'
@@ -226,7 +265,15 @@ def rankings_parse(data: Any) -> RankingsByDirection:
                 else ""
             )
         )
-    return {d: _id_lists(data[d], what=f"rankings {d}") for d in DIRECTIONS}
+    return {
+        d: _id_lists(
+            data[d],
+            what=f"rankings {d}",
+            max_length=max_length,
+            max_keys=None if max_queries is None else max_queries[d],
+        )
+        for d in DIRECTIONS
+    }
 
 
 def rankings_read(path: Path | str) -> RankingsByDirection:
@@ -262,7 +309,7 @@ def evaluate(
         except metrics.MetricError as exc:
             raise EvaluationError(f"{direction}: {exc}") from None
         result[direction] = {key: _finite_or_none(value) for key, value in values.items()}
-    if covered and split is not None:
+    if covered and split is not None and _has_coco_folds(split):
         try:
             coco = metrics.coco_recalls(
                 rankings["i2t"],
@@ -280,6 +327,11 @@ def evaluate(
         result[direction]["queries"] = scored
         result[direction]["queries_without_positives"] = len(release.positives[direction]) - scored
     return result
+
+
+def _has_coco_folds(split: CaptionSplit) -> bool:
+    """Say whether the split has an image for every COCO 1K fold (a tiny dataset may not)."""
+    return len(set(split.image_ids)) >= metrics.COCO_FOLDS
 
 
 def _check_queries(

@@ -15,9 +15,14 @@ targets (R = their number). The definitions follow ECCV Caption (Chun et al., 20
   gains sorted best first (the ideal ranking). Gains default to 1 per positive; graded
   gains (e.g. the crowd's score) may also give a non-positive pair a gain.
 - COCO 5K / 1K Recall@K (`coco_recalls`): Recall@K over every caption and image of a split
-  against the original links (each caption's own image); 1K cuts the captions, in split
-  order, into 5 folds of n // 5, restricts each query's ranking to the targets of its fold
-  (the fold's images, or the fold's captions) and averages the 5 fold recalls.
+  against the original links (each caption's own image). 1K cuts the split by image: the
+  images in order of first appearance among the captions (the split order of a Karpathy
+  file, whose captions come grouped by image), into 5 folds of n_images // 5 images, and
+  each fold holds the captions of its images, in whatever order the captions came. The
+  n_images % 5 images left over go one each to the first folds, so every image and caption
+  that 5K scores is in exactly one fold (a 5,000-image split has none left over). Each
+  query's ranking is restricted to the targets of its fold (the fold's images, or the
+  fold's captions) and the 5 fold recalls are averaged, each fold weighing the same.
 
 No wrong numbers: a value that the given rankings cannot determine is a `MetricError` that
 names the query, never a silent 0. A query without a ranking is an error; a ranking must
@@ -454,17 +459,26 @@ def coco_recalls(
 ) -> dict[str, dict[str, float]]:
     """Return COCO 5K and 1K Recall@K per direction over a whole split (see the module doc).
 
-    `caption_ids` lists the split's captions in split order, `caption_images[i]` the image
-    caption i was written for. Keys: `coco_5k_recall@K` and `coco_1k_recall@K`.
+    `caption_ids` lists the split's captions, `caption_images[i]` the image caption i was
+    written for; the captions may come in any order, the images' order is their first
+    appearance. Keys: `coco_5k_recall@K` and `coco_1k_recall@K`.
     """
     ks = _check_ks(ks)
     captions = np.asarray(caption_ids, dtype=np.int64)
     images = np.asarray(caption_images, dtype=np.int64)
-    if len(captions) != len(images) or len(captions) < folds:
-        raise ValueError(f"a split needs matching caption and image lists of >= {folds} items")
-    captions_of: dict[int, list[int]] = {}
+    if len(captions) != len(images):
+        raise ValueError(
+            f"a split needs one image per caption (got {len(captions)} captions and "
+            f"{len(images)} images)"
+        )
+    captions_of: dict[int, list[int]] = {}  # in order of the images' first appearance
     for caption, image in zip(captions.tolist(), images.tolist(), strict=True):
         captions_of.setdefault(image, []).append(caption)
+    if len(captions_of) < folds:
+        raise MetricError(
+            f"COCO 1K cuts a split into {folds} folds of images, so it needs at least {folds} "
+            f"images (this split has {len(captions_of)})"
+        )
     image_of = {c: [i] for c, i in zip(captions.tolist(), images.tolist(), strict=True)}
     result: dict[str, dict[str, float]] = {"i2t": {}, "t2i": {}}
     for direction, rankings, truth in (
@@ -474,15 +488,15 @@ def coco_recalls(
         full = retrieval_metrics(truth, rankings, ks=ks, ndcg_ks=(), r_based=False)
         for k in ks:
             result[direction][f"coco_5k_recall@{k}"] = full[f"recall@{k}"]
-    size = len(captions) // folds
     per_fold: dict[str, list[dict[int, float]]] = {"i2t": [], "t2i": []}
-    for fold in range(folds):
-        fold_captions = captions[fold * size : (fold + 1) * size]
-        fold_images = list(dict.fromkeys(images[fold * size : (fold + 1) * size].tolist()))
+    for fold, fold_images in enumerate(_image_folds(list(captions_of), folds)):
+        fold_captions = [c for image in fold_images for c in captions_of[image]]
         i2t_truth = prepare({image: captions_of[image] for image in fold_images})
-        t2i_truth = prepare({caption: image_of[caption] for caption in fold_captions.tolist()})
+        t2i_truth = prepare({caption: image_of[caption] for caption in fold_captions})
         try:
-            per_fold["i2t"].append(restricted_recalls(i2t_truth, i2t, fold_captions, ks))
+            per_fold["i2t"].append(
+                restricted_recalls(i2t_truth, i2t, np.array(fold_captions, dtype=np.int64), ks)
+            )
             per_fold["t2i"].append(
                 restricted_recalls(t2i_truth, t2i, np.array(fold_images, dtype=np.int64), ks)
             )
@@ -492,6 +506,17 @@ def coco_recalls(
         for k in ks:
             result[direction][f"coco_1k_recall@{k}"] = float(np.mean([r[k] for r in recalls]))
     return result
+
+
+def _image_folds(images: list[int], folds: int) -> list[list[int]]:
+    """Cut the images, in order, into `folds` runs of n // folds, the first n % folds one longer.
+
+    The leftover images join folds rather than being dropped, so 1K scores every query 5K
+    does; an even split (COCO's 5,000 images) has no leftover and equals the reference.
+    """
+    size, extra = divmod(len(images), folds)
+    bounds = [fold * size + min(fold, extra) for fold in range(folds + 1)]
+    return [images[bounds[fold] : bounds[fold + 1]] for fold in range(folds)]
 
 
 def recall_at_k(rankings: Rankings, positives: Positives, k: int) -> float:

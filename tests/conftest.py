@@ -20,6 +20,18 @@ def _isolated_storage(settings, tmp_path: Path) -> None:
     settings.RELEASES_DIR = tmp_path / "releases"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache(settings) -> None:
+    """Give every test an empty local-memory cache: login attempt counts never carry over."""
+    from django.core.cache import cache
+
+    # Never the cache of CACHE_URL: clearing it would flush a Redis database.
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "t"}
+    }
+    cache.clear()
+
+
 @pytest.fixture(scope="session")
 def synthetic_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small synthetic dataset written to disk once per session (TSV, PNGs, labels)."""

@@ -67,3 +67,60 @@ def test_a_malformed_boolean_is_refused(tmp_path):
     result = _settings_probe({"DEBUG": "maybe", "MITL_VAR_DIR": str(tmp_path)}, "s.DEBUG")
     assert result.returncode != 0
     assert "DEBUG must be a boolean" in result.stderr
+
+
+def test_login_rates_default_to_a_few_a_minute_and_can_be_switched_off(tmp_path):
+    rates = "s.REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']"
+    default = _settings_probe({"MITL_VAR_DIR": str(tmp_path)}, rates)
+    changed = _settings_probe(
+        {
+            "MITL_VAR_DIR": str(tmp_path),
+            "LOGIN_RATE_PER_IP": "off",
+            "LOGIN_RATE_PER_USERNAME": "20/hour",
+        },
+        rates,
+    )
+    assert default.returncode == 0, default.stderr
+    assert default.stdout.strip() == str({"login-ip": "10/min", "login-username": "5/min"})
+    assert changed.stdout.strip() == str({"login-ip": None, "login-username": "20/hour"})
+
+
+def test_a_malformed_login_rate_is_refused(tmp_path):
+    result = _settings_probe(
+        {"MITL_VAR_DIR": str(tmp_path), "LOGIN_RATE_PER_USERNAME": "5 per minute"}, "1"
+    )
+    assert result.returncode != 0
+    assert "LOGIN_RATE_PER_USERNAME must be a rate like 5/min" in result.stderr
+
+
+def test_cache_url_selects_a_shared_redis_cache(tmp_path):
+    local = _settings_probe({"MITL_VAR_DIR": str(tmp_path)}, "s.CACHES['default']['BACKEND']")
+    shared = _settings_probe(
+        {"MITL_VAR_DIR": str(tmp_path), "CACHE_URL": "redis://cache:6379/1"},
+        "s.CACHES['default']['BACKEND'], s.CACHES['default']['LOCATION']",
+    )
+    wrong = _settings_probe({"MITL_VAR_DIR": str(tmp_path), "CACHE_URL": "memcached://m"}, "1")
+
+    assert local.stdout.strip() == repr("django.core.cache.backends.locmem.LocMemCache")
+    assert shared.stdout.strip() == str(
+        ("django.core.cache.backends.redis.RedisCache", "redis://cache:6379/1")
+    )
+    assert wrong.returncode != 0 and "CACHE_URL must be a Redis URL" in wrong.stderr
+
+
+def test_the_evaluation_caps_come_from_the_environment(tmp_path):
+    caps = "s.EVALUATION_MAX_BODY_BYTES, s.EVALUATION_MAX_RANKING_LENGTH"
+    default = _settings_probe({"MITL_VAR_DIR": str(tmp_path)}, caps)
+    changed = _settings_probe(
+        {
+            "MITL_VAR_DIR": str(tmp_path),
+            "EVALUATION_MAX_BODY_MB": "5",
+            "EVALUATION_MAX_RANKING_LENGTH": "200",
+        },
+        caps,
+    )
+    wrong = _settings_probe({"MITL_VAR_DIR": str(tmp_path), "EVALUATION_MAX_BODY_MB": "lots"}, "1")
+
+    assert default.stdout.strip() == str((20 * 2**20, 1000))
+    assert changed.stdout.strip() == str((5 * 2**20, 200))
+    assert "EVALUATION_MAX_BODY_MB must be a whole number of at least 1" in wrong.stderr

@@ -33,6 +33,7 @@ from .work import (
     Judgement,
     Worker,
     WorkerSource,
+    mturk_unconfirmed,
 )
 
 __all__ = [
@@ -68,4 +69,5 @@ __all__ = [
     "Verdict",
     "Worker",
     "WorkerSource",
+    "mturk_unconfirmed",
 ]

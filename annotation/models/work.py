@@ -179,6 +179,13 @@ class Assignment(models.Model):
     external_id = models.CharField(
         max_length=128, null=True, blank=True, unique=True, help_text="MTurk AssignmentId."
     )
+    confirmed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="MTurk work only: when MTurk confirmed it (the sync found it listed with the "
+        "same AssignmentId, WorkerId and HITId, or a results CSV had it). Until then it may be "
+        "made up, and it is never approved.",
+    )
 
     class Meta:
         constraints = [
@@ -202,6 +209,21 @@ class Assignment(models.Model):
 
     def __str__(self) -> str:
         return f"assignment {self.pk} ({self.status})"
+
+    @property
+    def awaits_mturk(self) -> bool:
+        """Say whether this is MTurk work that MTurk has not confirmed yet."""
+        return self.external_id is not None and self.confirmed_at is None
+
+
+def mturk_unconfirmed(prefix: str = "") -> Q:
+    """Match MTurk work that MTurk has not confirmed (`prefix`: the path to the assignment).
+
+    The HIT page inside MTurk is public, so its ids can be made up: such work is stored,
+    but neither approved nor counted until MTurk confirms it. Platform work has no
+    AssignmentId and needs no confirmation.
+    """
+    return Q(**{f"{prefix}external_id__isnull": False, f"{prefix}confirmed_at__isnull": True})
 
 
 class Judgement(models.Model):

@@ -12,6 +12,7 @@ from annotation.models import Assignment, Worker
 from annotation.selectors import (
     assignment_review_rows,
     goldens_suspect,
+    review_awaiting_mturk,
     review_queue,
     worker_stats,
 )
@@ -23,7 +24,11 @@ from .access import staff_required
 @staff_required
 def review_list(request: HttpRequest) -> HttpResponse:
     """List submissions waiting for a person, and golden pairs that most workers fail."""
-    context = {"queue": review_queue(), "suspects": goldens_suspect()[:20]}
+    context = {
+        "queue": review_queue(),
+        "awaiting_mturk": review_awaiting_mturk(),
+        "suspects": goldens_suspect()[:20],
+    }
     return render(request, "frontend/review_queue.html", context)
 
 

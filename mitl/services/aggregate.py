@@ -17,6 +17,7 @@ from annotation.models import (
     PositiveSet,
     PositiveSource,
     Verdict,
+    mturk_unconfirmed,
 )
 from mitl.aggregation import WorkerAnswer, aggregate
 from mitl.config import BatchConfig
@@ -43,7 +44,8 @@ def verdicts_aggregate(
 
     The batch's rule decides (`mitl.aggregation.RULES`). Dawid-Skene also reads the golden
     answers of every submitted assignment, approved or not, as known labels: they are the
-    evidence of how reliable each worker is.
+    evidence of how reliable each worker is. MTurk work that MTurk has not confirmed never
+    counts, approved or not: the public HIT page may have stored it under made-up ids.
     """
     answers = [
         WorkerAnswer(task=candidate_id, worker=str(worker_id), level=Level(level))
@@ -51,7 +53,9 @@ def verdicts_aggregate(
             assignment__hit__batch=batch,
             assignment__status=AssignmentStatus.APPROVED,
             item__role=ItemRole.TASK,
-        ).values_list("item__candidate_id", "assignment__worker_id", "level")
+        )
+        .exclude(mturk_unconfirmed("assignment__"))
+        .values_list("item__candidate_id", "assignment__worker_id", "level")
     ]
     known: dict[Hashable, bool] = {}
     if config.aggregation == "dawid_skene":
@@ -112,6 +116,7 @@ def _golden_answers(batch: Batch, known: dict[Hashable, bool]) -> list[WorkerAns
             item__role__in=[ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN],
         )
         .exclude(assignment__status__in=[AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED])
+        .exclude(mturk_unconfirmed("assignment__"))
         .values_list(
             "item__image_id", "item__caption_id", "item__role", "assignment__worker_id", "level"
         )

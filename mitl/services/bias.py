@@ -3,7 +3,10 @@
 The numbers come from `mitl.bias` (see its docstring for the definitions); this module only
 reads the batch in a fixed number of queries, whatever the number of annotator subsets, and
 mirrors what a release counts: the original set plus the batch's verdicts, invalid captions
-left out (neither positives nor caption queries).
+left out (neither positives nor caption queries). The crowd's answers leave them out too:
+the candidates of an invalid caption count in neither the answer and rationale shares nor
+the positives per annotator; `judgements_on_invalid_captions` and
+`candidates_on_invalid_captions` say how many were left out.
 """
 
 from __future__ import annotations
@@ -79,10 +82,13 @@ def bias_report_build(*, batch: Batch, progress: BiasProgress | None = None) -> 
     config = parse_batch_config(batch.config)
 
     proposals: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for candidate, annotator, rank in Proposal.objects.filter(candidate__batch=batch).values_list(
-        "candidate_id", "annotator_id", "rank"
-    ):
+    on_invalid: set[int] = set()  # candidates whose caption an admin marked invalid
+    for candidate, annotator, rank, invalid in Proposal.objects.filter(
+        candidate__batch=batch
+    ).values_list("candidate_id", "annotator_id", "rank", "candidate__caption__is_invalid"):
         proposals[candidate].append((index[annotator], rank))
+        if invalid:
+            on_invalid.add(candidate)
     masks = {
         candidate: sum({1 << a for a, _ in proposed}) for candidate, proposed in proposals.items()
     }
@@ -101,12 +107,19 @@ def bias_report_build(*, batch: Batch, progress: BiasProgress | None = None) -> 
         "metric": "R@1 (%)",
         "max_annotators": MAX_ANNOTATORS,
     }
-    answers = _judged_answers(batch, proposals)
+    answers, answers_on_invalid = _judged_answers(batch, proposals)
     report["answers"] = answer_shares(answers, names)
     report["rationales"] = rationale_shares(answers, names)
+    report["judgements_on_invalid_captions"] = answers_on_invalid
     report["positives"] = positives_by_annotator(
-        ((mask, verdicts[c][0] if c in verdicts else None) for c, mask in masks.items()), names
+        (
+            (mask, verdicts[c][0] if c in verdicts else None)
+            for c, mask in masks.items()
+            if c not in on_invalid
+        ),
+        names,
     )
+    report["candidates_on_invalid_captions"] = len(on_invalid)
     report["bias"] = _bias_by_direction(
         batch=batch,
         index=index,
@@ -121,14 +134,21 @@ def bias_report_build(*, batch: Batch, progress: BiasProgress | None = None) -> 
 
 def _judged_answers(
     batch: Batch, proposals: dict[int, list[tuple[int, int]]]
-) -> list[JudgedAnswer]:
-    """Read the approved judgements of the batch's candidates (the ones verdicts count)."""
-    rows = Judgement.objects.filter(
+) -> tuple[list[JudgedAnswer], int]:
+    """Read the approved judgements of the batch's candidates (the ones verdicts count).
+
+    Return those on valid captions, and how many were on captions marked invalid (left
+    out, as a release leaves those captions out).
+    """
+    approved = Judgement.objects.filter(
         assignment__hit__batch=batch,
         assignment__status=AssignmentStatus.APPROVED,
         item__role=ItemRole.TASK,
-    ).values_list("item__candidate_id", "level", "shortcomings", "wrong_concepts")
-    return [
+    )
+    rows = approved.filter(item__caption__is_invalid=False).values_list(
+        "item__candidate_id", "level", "shortcomings", "wrong_concepts"
+    )
+    answers = [
         JudgedAnswer(
             level=Level(level),
             shortcomings=shortcomings,
@@ -137,6 +157,7 @@ def _judged_answers(
         )
         for candidate, level, shortcomings, concepts in rows.iterator(chunk_size=5000)
     ]
+    return answers, approved.filter(item__caption__is_invalid=True).count()
 
 
 def _bias_by_direction(

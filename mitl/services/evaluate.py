@@ -1,8 +1,10 @@
 """Evaluation of models on releases: store each model's metrics, read the leaderboard.
 
 The metrics come from `mitl.evaluation` over the release's directory. The release's dataset
-gives the caption split (captions in import order, each with its own image), so rankings
-of every caption and image also get the COCO 1K/5K recalls.
+gives the caption split (captions in import order, each with its own image; the COCO 1K
+folds take the images in order of first appearance, so a COCO annotations file's
+interleaved captions fold as its Karpathy file does), so rankings of every caption and
+image also get the COCO 1K/5K recalls.
 """
 
 from __future__ import annotations

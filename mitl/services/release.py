@@ -117,6 +117,7 @@ def release_create(
                 "pairs_extended": len(extended),
                 "verdicts": stats["verdicts"],
                 "judgements": stats["judgements"],
+                "judgements_on_invalid_captions": stats["judgements_on_invalid_captions"],
             }
         ),
         "format": "ECCV Caption (image_to_caption.json, caption_to_image.json)",
@@ -322,8 +323,15 @@ def _pairs(batch: Batch, set_names: list[str]) -> set[tuple[int, int]]:
 
 
 def _work_stats(batch: Batch) -> dict[str, Any]:
+    """Count the batch's work, judgements and verdicts on invalid captions apart.
+
+    They are left out of `judgements` and `verdicts` as the positives and verdicts.csv
+    leave those captions out (judgements.jsonl keeps every raw answer). HITs, candidates
+    and assignments are counted whole: a HIT with one invalid caption was still worked.
+    """
     judgements = Judgement.objects.filter(assignment__hit__batch=batch)
     verdicts = Verdict.objects.filter(candidate__batch=batch)
+    valid_verdicts = verdicts.filter(candidate__caption__is_invalid=False)
     assignment_status = Counter(
         Assignment.objects.filter(hit__batch=batch).values_list("status", flat=True)
     )
@@ -331,11 +339,15 @@ def _work_stats(batch: Batch) -> dict[str, Any]:
         "candidates": Candidate.objects.filter(batch=batch).count(),
         "hits": HIT.objects.filter(batch=batch).count(),
         "assignments": dict(sorted(assignment_status.items())),
-        "judgements": judgements.count(),
+        "judgements": judgements.filter(item__caption__is_invalid=False).count(),
+        "judgements_on_invalid_captions": judgements.filter(item__caption__is_invalid=True).count(),
         "verdicts": {
-            "positive": verdicts.filter(is_positive=True).count(),
-            "negative": verdicts.filter(is_positive=False).count(),
+            "positive": valid_verdicts.filter(is_positive=True).count(),
+            "negative": valid_verdicts.filter(is_positive=False).count(),
         },
+        "verdicts_on_invalid_captions": verdicts.filter(
+            candidate__caption__is_invalid=True
+        ).count(),
     }
 
 

@@ -9,6 +9,7 @@ Time moves through the `now=` arguments, never by sleeping. `test_services.py` c
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -48,6 +49,7 @@ from annotation.models import (
     Verdict,
     Worker,
 )
+from annotation.mturk_services import mturk_assignment_open, mturk_assignment_submit
 from annotation.selectors import (
     assignment_page,
     assignment_review_rows,
@@ -692,6 +694,110 @@ def test_simultaneous_requests_of_one_worker_share_one_assignment(tiny):
     assert all(isinstance(o, Assignment) for o in outcomes), outcomes
     assert Assignment.objects.filter(worker=worker).count() == 1
     assert {o.pk for o in outcomes} == {Assignment.objects.get(worker=worker).pk}
+
+
+# Lock order: each of these frees a slot by writing an overdue MTurk assignment and then
+# recounting its HIT, while the MTurk page, holding that HIT's row, gives the same
+# assignment's slot to a newcomer (`_free_returned_slot`). Before the HIT-first order they
+# waited for each other crosswise, and PostgreSQL killed one of them as a deadlock.
+LATE = T0 + 60 * MINUTE  # the first MTurk assignment (deadline T0 + 30 min) is overdue
+
+
+def _expire(stale: Assignment) -> object:
+    return assignments_expire(now=LATE)
+
+
+def _submit_late(stale: Assignment) -> object:
+    return mturk_assignment_submit(assignment=stale, answers=answers(stale.hit), now=LATE)
+
+
+def _block(stale: Assignment) -> object:
+    return worker_block(worker=stale.worker, blocked=True)
+
+
+def _locks_assignments(sql: str) -> bool:
+    sql = sql.upper()
+    locking = "FOR UPDATE" in sql or "FOR NO KEY UPDATE" in sql
+    return (locking and 'FROM "ANNOTATION_ASSIGNMENT"' in sql) or sql.startswith(
+        'UPDATE "ANNOTATION_ASSIGNMENT"'
+    )
+
+
+def _locks_a_hit(sql: str) -> bool:
+    sql = sql.upper()
+    return 'FROM "ANNOTATION_HIT"' in sql and ("FOR UPDATE" in sql or "FOR NO KEY UPDATE" in sql)
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("free_slot", [_expire, _submit_late, _block], ids=lambda f: f.__name__)
+def test_freeing_a_slot_and_the_mturk_page_taking_it_never_deadlock(tiny, free_slot):
+    """Force the interleaving that deadlocked: the writer holds the overdue assignment's
+    row, then the MTurk page locks the HIT; the writer goes on only once the page holds
+    the HIT or waits for a lock. With one lock order, the page waits and nothing fails."""
+    assert connection.vendor == "postgresql"
+    hit = hit_make(batch_make(tiny), 0, max_assignments=2)
+    stale = mturk_assignment_open(hit=hit, worker_id="A1W1", assignment_id="3A01", now=T0)
+    mturk_assignment_open(hit=hit, worker_id="A1W2", assignment_id="3A02", now=T0 + 40 * MINUTE)
+    writer_locked, page_holds_hit = threading.Event(), threading.Event()
+    page_pid: list[int] = []
+    outcomes: dict[str, object] = {}
+
+    def writer_wrapper(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if _locks_assignments(sql) and not writer_locked.is_set():
+            writer_locked.set()
+            with connection.cursor() as cursor:  # wait until the page holds or waits
+                for _ in range(500):
+                    cursor.execute("SELECT cardinality(pg_blocking_pids(%s))", page_pid)
+                    if page_holds_hit.is_set() or cursor.fetchone()[0]:
+                        break
+                    time.sleep(0.01)
+        return result
+
+    def page_wrapper(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if _locks_a_hit(sql):
+            page_holds_hit.set()
+        return result
+
+    def run(name: str, wrapper, call) -> None:
+        try:
+            with connection.cursor() as cursor:  # a bug fails the test instead of hanging it
+                cursor.execute("SET lock_timeout = '20s'")
+                cursor.execute("SELECT pg_backend_pid()")
+                if name == "page":
+                    page_pid.append(cursor.fetchone()[0])
+            with connection.execute_wrapper(wrapper):
+                outcomes[name] = call()
+        except Exception as exc:  # reported by the test, not swallowed
+            outcomes[name] = exc
+        finally:
+            connection.close()
+
+    def take_the_slot() -> object:
+        assert writer_locked.wait(timeout=20)
+        return mturk_assignment_open(hit=hit, worker_id="A1W3", assignment_id="3A03", now=LATE)
+
+    page = threading.Thread(target=run, args=("page", page_wrapper, take_the_slot))
+    page.start()
+    while not page_pid:
+        time.sleep(0.01)
+    writer = threading.Thread(target=run, args=("writer", writer_wrapper, lambda: free_slot(stale)))
+    writer.start()
+    writer.join()
+    page.join()
+
+    if free_slot is _submit_late:
+        assert isinstance(outcomes["writer"], ServiceError), outcomes
+        assert "expired" in str(outcomes["writer"])
+    else:
+        assert not isinstance(outcomes["writer"], Exception), outcomes
+    newcomer = outcomes["page"]
+    assert isinstance(newcomer, Assignment), outcomes
+    assert (newcomer.external_id, newcomer.status) == ("3A03", "accepted")
+    assert status_of(stale) == "expired"
+    assert slot_hints_match_the_truth()
 
 
 # --- the slot hint ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ error on both SQLite and PostgreSQL; unique constraints are named by PostgreSQL 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from io import StringIO
 from types import SimpleNamespace
@@ -496,3 +497,30 @@ def test_release_version_is_unique_per_name(world):
     release(world)
     release(world, name="other")
     assert_refused("release_unique_version", lambda: release(world))
+
+
+def test_the_migration_confirms_the_mturk_work_that_mturk_had_already_listed(world):
+    from django.apps import apps
+
+    migration = importlib.import_module("annotation.migrations.0004_assignment_confirmed_at")
+    offline = Batch.objects.create(dataset=world.dataset, name="csv", config=world.batch.config)
+    offline_hit = HIT.objects.create(batch=offline, index=0)
+    Batch.objects.filter(pk=world.batch.pk).update(
+        mturk={"environment": "sandbox", "sent": {"3LISTED": {"decision": "approved"}}}
+    )
+    done = timezone.now()
+
+    def mturk_work(hit: HIT, aid: str, **fields: object) -> Assignment:
+        worker = Worker.objects.create(source="mturk", external_id=f"A{aid}")
+        return Assignment.objects.create(hit=hit, worker=worker, external_id=aid, **fields)
+
+    listed = mturk_work(world.hit, "3LISTED", status="approved", submitted_at=done)
+    unlisted = mturk_work(world.hit, "3UNLISTED", status="approved", submitted_at=done)
+    from_csv = mturk_work(offline_hit, "3FROMCSV", status="submitted", submitted_at=done)
+
+    migration.confirm_known_mturk_work(apps, None)
+
+    confirmed = dict(Assignment.objects.values_list("pk", "confirmed_at"))
+    assert confirmed[listed.pk] == confirmed[from_csv.pk] == done
+    assert confirmed[unlisted.pk] is None  # approved by hand: uncounted until a sync finds it
+    assert confirmed[world.assignment.pk] is None  # platform work needs no confirmation

@@ -30,7 +30,7 @@ from annotation.assignments import (
     assignment_review,
     hit_assign_next,
 )
-from annotation.models import HIT, Assignment, Batch, HITItem, Judgement, Worker
+from annotation.models import HIT, Assignment, Batch, HITItem, ItemRole, Judgement, Verdict, Worker
 from annotation.mturk_services import (
     MTurkError,
     SyncRunning,
@@ -51,7 +51,11 @@ from annotation.mturk_services import (
     mturk_sync_recorded,
     mturk_worker_block,
 )
+from annotation.selectors import review_awaiting_mturk, review_queue
 from annotation.services import ServiceError
+from mitl.config import parse_batch_config
+from mitl.services.aggregate import _golden_answers, verdicts_aggregate
+from mitl.services.progress import StageTracker
 
 pytestmark = pytest.mark.django_db
 
@@ -702,6 +706,60 @@ def test_work_from_the_hit_page_counts_only_once_mturk_lists_it(annotating_batch
     assert HIT.objects.get(pk=h0.pk).active_assignments == 1
 
 
+def test_nobody_approves_mturk_work_before_the_sync_finds_it_on_mturk(
+    annotating_batch, client, stub
+):
+    h0, *rest = publish(annotating_batch, client, stub)
+    flagged = accept_and_submit(h0, "A1W1", "3A01", wrong_golden=True)
+    forged = accept_and_submit(h0, "A1MADEUP", "3AMADEUP", wrong_golden=True)
+    assert flagged.awaits_mturk and forged.awaits_mturk
+    assert review_queue() == []  # not offered to a reviewer...
+    assert review_awaiting_mturk() == 2  # ...but counted, so the page can say why
+    for assignment in (flagged, forged):
+        with pytest.raises(ServiceError) as refused:
+            assignment_review(assignment=assignment, approve=True)
+        message = str(refused.value)
+        assert f"MTurk has not confirmed assignment {assignment.external_id} yet" in message
+        assert f"Run `mturk_sync {annotating_batch.pk}` first" in message
+    assert set(Assignment.objects.values_list("status", flat=True)) == {"submitted"}
+
+    expect_listing(stub, h0, listed(h0, ("3A01", "A1W1", "Submitted")))
+    for hit in rest:
+        expect_listing(stub, hit, [])
+    report = mturk_sync(batch=annotating_batch, client=client)
+    stub.assert_no_pending_responses()
+    assert (report.waiting, report.unconfirmed) == (["3A01"], ["3AMADEUP"])
+    confirmed = Assignment.objects.get(pk=flagged.pk)
+    assert confirmed.confirmed_at is not None and not confirmed.awaits_mturk
+    assert [a.pk for a in review_queue()] == [flagged.pk]
+    assert review_awaiting_mturk() == 1
+    assert assignment_review(assignment=confirmed, approve=True).status == "approved"
+    with pytest.raises(ServiceError, match="MTurk has not confirmed assignment 3AMADEUP yet"):
+        assignment_review(assignment=forged, approve=True)
+
+
+def test_unconfirmed_mturk_work_never_reaches_the_verdicts(annotating_batch, client, stub):
+    h0, *rest = publish(annotating_batch, client, stub)
+    genuine = accept_and_submit(h0, "A1W1", "3A01")
+    forged = accept_and_submit(h0, "A1MADEUP", "3AMADEUP")
+    expect_listing(stub, h0, listed(h0, ("3A01", "A1W1", "Submitted")))
+    stub.add_response("approve_assignment", {}, {"AssignmentId": "3A01"})
+    for hit in rest:
+        expect_listing(stub, hit, [])
+    assert mturk_sync(batch=annotating_batch, client=client).approved == ["3A01"]
+    # Approved before approval needed MTurk's confirmation (the old review page allowed it).
+    Assignment.objects.filter(pk=forged.pk).update(status="approved", reviewed_at=timezone.now())
+
+    config = parse_batch_config(annotating_batch.config)
+    tracker = StageTracker(batch=annotating_batch, stage="aggregating")
+    verdicts_aggregate(batch=annotating_batch, config=config, tracker=tracker)
+    tasks = h0.items.filter(role=ItemRole.TASK).values_list("candidate_id", flat=True)
+    counted = Verdict.objects.filter(candidate_id__in=tasks).values_list("n_judgements", flat=True)
+    assert set(counted) == {1}  # the genuine answer only
+    golden_workers = {answer.worker for answer in _golden_answers(annotating_batch, {})}
+    assert golden_workers == {str(genuine.worker_id)}  # Dawid-Skene's known labels too
+
+
 def test_confirmed_work_that_fails_under_approve_or_reject_is_rejected_with_feedback(
     annotating_batch, client, stub
 ):
@@ -1004,6 +1062,28 @@ def test_imported_results_go_through_the_submit_service_once(annotating_batch):
     again = mturk_results_import(batch=annotating_batch, text=text, source="results.csv")
     assert (again.imported, again.already) == (0, 2)
     assert Judgement.objects.count() == judgements
+
+
+def test_mturks_results_csv_confirms_work_the_hit_page_stored(annotating_batch):
+    files = mturk_export(batch=annotating_batch)
+    h0 = hits_of(annotating_batch)[0]
+    HIT.objects.filter(pk=h0.pk).update(external_id="3HITOFF0")  # created in MTurk's web UI
+    stored = accept_and_submit(h0, "A1OFF1", "3AOFF0")
+    assert (stored.status, stored.awaits_mturk) == ("submitted", True)
+    plans = [("3HITOFF0", "3AOFF0", "A1OFF1", False), ("3HITOFF1", "3AOFF1", "A1OFF2", True)]
+    text = results_from_export(files.input_csv, plans)
+
+    report = mturk_results_import(batch=annotating_batch, text=text, source="results.csv")
+
+    assert (report.imported, report.already, report.errors) == (1, 1, [])
+    confirmed = Assignment.objects.get(pk=stored.pk)
+    assert confirmed.confirmed_at is not None
+    assert confirmed.status == "approved"  # MTurk vouches for it: the batch's policy decides
+    assert report.decisions["3AOFF0"] == (True, "")
+    flagged = Assignment.objects.get(external_id="3AOFF1")  # imported: confirmed at once
+    assert (flagged.status, flagged.awaits_mturk) == ("submitted", False)
+    assert [a.pk for a in review_queue()] == [flagged.pk]
+    assert assignment_review(assignment=flagged, approve=True).status == "approved"
 
 
 def test_imported_work_rejected_by_the_golden_policy_gets_feedback(annotating_batch):

@@ -66,6 +66,31 @@ def test_malformed_json_is_a_400_without_field_errors(staff, db):
     assert response.json()["detail"].startswith("JSON parse error")
 
 
+def test_json_nested_too_deeply_is_a_400_not_a_crash(staff, db):
+    body = "[" * 100_000 + "]" * 100_000
+    response = staff.post("/api/batches/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json() == {
+        "detail": "JSON parse error - arrays or objects are nested too deeply"
+    }
+
+
+def test_a_json_body_over_the_upload_cap_is_a_413_that_names_the_setting(staff, settings, db):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    config = {"annotators": ["tfidf"], "note": "x" * 2000}
+    response = staff.post("/api/batches/", {"name": "n", "config": config}, format="json")
+    assert response.status_code == 413
+    detail = response.json()["detail"]
+    assert "1.0 KB" in detail and "DATA_UPLOAD_MAX_MEMORY_SIZE" in detail
+
+
+def test_multipart_form_fields_over_the_cap_are_a_413_in_the_same_format(staff, settings, db):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    response = staff.post("/api/batches/", {"name": "x" * 2000}, format="multipart")
+    assert response.status_code == 413
+    assert "DATA_UPLOAD_MAX_MEMORY_SIZE" in response.json()["detail"]
+
+
 def test_the_summary_follows_nested_fields_and_numbers_list_items():
     errors = {"answers": [{}, {"level": ["not a choice"]}]}
     assert first_message(errors) == "answers.1.level: not a choice"

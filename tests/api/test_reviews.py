@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.models import Assignment
+from annotation.assignments import AnswerInput
+from annotation.models import Assignment, Batch
+from annotation.mturk_services import mturk_assignment_open, mturk_assignment_submit
 
 pytestmark = pytest.mark.django_db
 
@@ -58,3 +60,29 @@ def test_work_that_is_not_waiting_cannot_be_reviewed_again(staff, flagged_assign
     again = staff.post(f"/api/reviews/{flagged_assignment.pk}/approve/")
     assert again.status_code == 400
     assert again.json()["detail"] == "only submitted work can be reviewed (this one is approved)"
+
+
+def mturk_submission(batch: Batch, worker_id: str, assignment_id: str) -> Assignment:
+    """Answers sent from the public MTurk HIT page, under ids that nobody checked yet."""
+    hit = batch.hits.order_by("index").first()
+    assignment = mturk_assignment_open(hit=hit, worker_id=worker_id, assignment_id=assignment_id)
+    level = {"golden_tp": "yes", "golden_tn": "no", "task": "yes"}
+    answers = [
+        AnswerInput(item_id=i.pk, level=level[i.role], elapsed_ms=900) for i in hit.items.all()
+    ]
+    return mturk_assignment_submit(assignment=assignment, answers=answers).assignment
+
+
+def test_mturk_work_that_mturk_has_not_confirmed_is_neither_queued_nor_approved(
+    staff, annotating_batch
+):
+    forged = mturk_submission(annotating_batch, "A1MADEUP", "3AMADEUP")
+
+    assert staff.get("/api/reviews/").json()["count"] == 0
+    assert staff.get(f"/api/reviews/{forged.pk}/").json()["awaits_mturk"] is True
+    refused = staff.post(f"/api/reviews/{forged.pk}/approve/")
+    assert refused.status_code == 400
+    detail = refused.json()["detail"]
+    assert detail.startswith("MTurk has not confirmed assignment 3AMADEUP yet")
+    assert f"Run `mturk_sync {annotating_batch.pk}` first" in detail
+    assert Assignment.objects.get(pk=forged.pk).status == "submitted"

@@ -38,6 +38,20 @@ def test_every_operation_documents_the_error_format(tmp_path: Path):
     assert "401" not in health["responses"] and {} in health["security"]  # public
 
 
+def test_capped_bodies_and_rate_limits_are_documented(tmp_path: Path):
+    out = tmp_path / "schema.yml"
+    call_command("spectacular", "--file", str(out))
+    paths = yaml.safe_load(out.read_text())["paths"]
+    error = {"$ref": "#/components/schemas/Error"}
+
+    token = paths["/api/auth/token/"]["post"]["responses"]
+    submit = paths["/api/releases/{release_id}/evaluations/"]["post"]
+    assert token["429"]["content"]["application/json"]["schema"] == error
+    assert submit["responses"]["413"]["content"]["application/json"]["schema"] == error
+    assert list(submit["requestBody"]["content"]) == ["application/json"]
+    assert "429" not in paths["/api/batches/"]["post"]["responses"]  # not rate-limited
+
+
 def test_the_schema_is_served_to_logged_in_accounts(ann):
     response = ann.get("/api/schema/?format=json")
     assert response.status_code == 200

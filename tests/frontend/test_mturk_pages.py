@@ -377,13 +377,36 @@ def test_the_admin_publishes_on_the_sandbox_then_decides_and_pays(
     )
     assignment = Assignment.objects.get(external_id="3ASG1")
     assert (assignment.status, assignment.flagged) == ("submitted", True)
-    assert "3ASG1" in client.get(batch_page(annotating_batch)).content.decode()
+    html = client.get(batch_page(annotating_batch)).content.decode()
+    assert "3ASG1" in html
+    assert "waiting for MTurk" in html  # no approve button until MTurk confirms it
+    decide = {"action": "review", "assignment": assignment.pk, "decision": "approve"}
 
-    response = client.post(
-        batch_page(annotating_batch),
-        {"action": "review", "assignment": assignment.pk, "decision": "approve"},
-        follow=True,
-    )
+    # Its ids may be made up: nobody approves it before MTurk lists it.
+    html = client.post(batch_page(annotating_batch), decide, follow=True).content.decode()
+    assert "MTurk has not confirmed assignment 3ASG1 yet" in html
+    assert f"Run `mturk_sync {annotating_batch.pk}` first" in html
+    assert Assignment.objects.get(pk=assignment.pk).status == "submitted"
+
+    # The sync finds it on MTurk: confirmed, and (flagged) left to a person.
+    listing = {
+        "Assignments": [
+            {
+                "AssignmentId": "3ASG1",
+                "WorkerId": "A1WORKER",
+                "HITId": hit.external_id,
+                "AssignmentStatus": "Submitted",
+            }
+        ]
+    }
+    mturk_api.add_response("list_assignments_for_hit", listing)
+    for _ in hits[1:]:
+        mturk_api.add_response("list_assignments_for_hit", {"Assignments": []})
+    html = client.post(batch_page(annotating_batch), {"action": "sync"}, follow=True).content
+    mturk_api.assert_no_pending_responses()
+    assert "0 approved, 0 rejected, 0 re-posted, 1 waiting for review here." in html.decode()
+
+    response = client.post(batch_page(annotating_batch), decide, follow=True)
     assert "Assignment 3ASG1 approved; the next sync tells MTurk." in response.content.decode()
     mturk_api.add_response(
         "send_bonus",
@@ -404,19 +427,7 @@ def test_the_admin_publishes_on_the_sandbox_then_decides_and_pays(
     mturk_api.assert_no_pending_responses()
     assert "Bonus of $0.30 sent for 3ASG1." in response.content.decode()
 
-    mturk_api.add_response(
-        "list_assignments_for_hit",
-        {
-            "Assignments": [
-                {
-                    "AssignmentId": "3ASG1",
-                    "WorkerId": "A1WORKER",
-                    "HITId": hit.external_id,
-                    "AssignmentStatus": "Submitted",
-                }
-            ]
-        },
-    )
+    mturk_api.add_response("list_assignments_for_hit", listing)
     mturk_api.add_response("approve_assignment", {}, {"AssignmentId": "3ASG1"})
     for _ in hits[1:]:
         mturk_api.add_response("list_assignments_for_hit", {"Assignments": []})

@@ -6,7 +6,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
+from annotation.assignments import AnswerInput
 from annotation.models import Assignment, HITItem, Judgement
+from annotation.mturk_services import mturk_assignment_open, mturk_assignment_submit
 
 pytestmark = pytest.mark.django_db
 
@@ -177,6 +179,32 @@ def test_staff_reviews_a_flagged_submission_and_a_rejection_needs_feedback(
     )
     mine = client.get(reverse("frontend:work")).content.decode()
     assert "pair 3 is clearly not a match" in mine
+
+
+def test_the_review_pages_hold_back_mturk_work_until_mturk_confirms_it(
+    client, staff, annotating_batch
+):
+    hit = annotating_batch.hits.order_by("index").first()
+    forged = mturk_assignment_open(hit=hit, worker_id="A1MADEUP", assignment_id="3AMADEUP")
+    level = {"golden_tp": "yes", "golden_tn": "no", "task": "yes"}
+    answers = [
+        AnswerInput(item_id=i.pk, level=level[i.role], elapsed_ms=900) for i in hit.items.all()
+    ]
+    mturk_assignment_submit(assignment=forged, answers=answers)
+    admin = logged_in(client, staff)
+    detail_url = reverse("frontend:review-detail", args=[forged.pk])
+
+    queue = admin.get(reverse("frontend:review")).content.decode()
+    assert detail_url not in queue
+    assert "Not listed here: 1 MTurk submission that MTurk has not confirmed yet" in queue
+    detail = admin.get(detail_url).content.decode()
+    assert "Waiting for MTurk" in detail
+    assert 'id="approve"' not in detail
+    response = admin.post(detail_url, {"decision": "approve"}, follow=True)
+    assert response.status_code == 200
+    assert "MTurk has not confirmed assignment 3AMADEUP yet" in response.content.decode()
+    forged.refresh_from_db()
+    assert forged.status == "submitted"
 
 
 def test_staff_blocks_a_worker_who_then_gets_no_hit(client, annotator, staff, annotating_batch):

@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from annotation.models import (
     AssignmentStatus,
     Batch,
+    Candidate,
     Caption,
     Image,
     ItemRole,
@@ -27,6 +28,7 @@ from annotation.models import (
 )
 from annotation.services import ORIGINAL_SET, ServiceError
 from mitl.bias import MAX_ANNOTATORS
+from mitl.bias_html import render_bias_html
 from mitl.metrics import recall_at_k
 from mitl.services.annotators import annotator_create
 from mitl.services.bias import bias_report_build
@@ -228,6 +230,50 @@ def test_positives_found_by_one_annotator_only_match_the_proposals(released):
             .distinct()
             .count()
         )
+
+
+def test_answers_and_positives_leave_out_the_candidates_of_invalid_captions(released):
+    approved = Judgement.objects.filter(
+        assignment__hit__batch=released,
+        assignment__status=AssignmentStatus.APPROVED,
+        item__role=ItemRole.TASK,
+    )
+    caption = approved.order_by("pk").first().item.caption
+    Caption.objects.filter(pk=caption.pk).update(is_invalid=True, invalid_reason="meaningless")
+    valid = approved.filter(item__caption__is_invalid=False)
+    on_caption = approved.filter(item__caption=caption).count()
+    assert on_caption
+
+    report = bias_report_build(batch=released)
+
+    assert report["judgements_on_invalid_captions"] == on_caption
+    for name in NAMES:
+        mine = valid.filter(item__candidate__proposals__annotator__name=name).distinct()
+        assert report["answers"]["by_annotator"][name]["judgements"] == mine.count()
+        for level in ("weak_yes", "weak_no"):
+            middle = mine.filter(level=level).count()
+            assert report["rationales"][name][level]["judgements"] == middle
+    by_rank = report["answers"]["by_rank"]
+    at_rank_1 = valid.filter(item__candidate__proposals__rank=1).distinct().count()
+    assert by_rank["1"]["judgements"] == at_rank_1
+    candidates = Candidate.objects.filter(batch=released, proposals__isnull=False).distinct()
+    assert report["candidates_on_invalid_captions"] == candidates.filter(caption=caption).count()
+    positive = Verdict.objects.filter(
+        candidate__batch=released, is_positive=True, candidate__caption__is_invalid=False
+    )
+    assert report["positives"]["verified_positives"] == positive.count()
+    for name in NAMES:
+        stats = report["positives"]["by_annotator"][name]
+        mine = candidates.filter(proposals__annotator__name=name, caption__is_invalid=False)
+        assert stats["candidates"] == mine.distinct().count()
+        assert (
+            stats["verified"]
+            == positive.filter(candidate__proposals__annotator__name=name).distinct().count()
+        )
+    html = render_bias_html(report)
+    assert (
+        f"{report['candidates_on_invalid_captions']} candidates and {on_caption} approved" in html
+    )
 
 
 def test_a_batch_without_verdicts_is_refused(three_annotator_batch):

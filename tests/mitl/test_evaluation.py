@@ -20,8 +20,8 @@ from mitl.evaluation import (
 )
 from mitl.releases import I2T_FILE, T2I_FILE, VERDICT_COLUMNS, VERDICTS_FILE
 
-# Images 1, 2, 3 with captions 11-15, 21-25, 31-35 (caption c belongs to image c // 10).
-CAPTIONS = [c for image in (1, 2, 3) for c in range(image * 10 + 1, image * 10 + 6)]
+# Images 1 to 5 with captions 11-15, 21-25, …, 51-55 (caption c belongs to image c // 10).
+CAPTIONS = [c for image in (1, 2, 3, 4, 5) for c in range(image * 10 + 1, image * 10 + 6)]
 SPLIT = CaptionSplit(caption_ids=CAPTIONS, image_ids=[c // 10 for c in CAPTIONS])
 # The release: image queries 1 and 3 (3 has no positive left), caption queries 11 and 21.
 I2T = {"1": [11, 12, 21], "3": []}
@@ -128,6 +128,33 @@ def test_rankings_of_the_wrong_shape_are_refused(data, message):
         rankings_parse(data)
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"i2t": {"1": [2**63]}, "t2i": {}}, r"holds 9223372036854775808, not an id of at most 64"),
+        ({"i2t": {"1": [-(2**63) - 1]}, "t2i": {}}, r"not an id of at most 64 bits"),
+        ({"i2t": {str(2**64): [1]}, "t2i": {}}, r"key '18446744073709551616' is not an id of"),
+    ],
+)
+def test_ids_wider_than_64_bits_are_refused(data, message):
+    with pytest.raises(EvaluationError, match=message):
+        rankings_parse(data)
+
+
+def test_a_ranking_longer_than_max_length_is_refused_before_its_ids_are_read():
+    rankings_parse({"i2t": {"1": list(range(10))}, "t2i": {}}, max_length=10)
+    too_long = {"i2t": {}, "t2i": {"7": [*range(10), "not even an id"]}}
+    with pytest.raises(EvaluationError, match=r"rankings t2i: the list of '7' has 11 ids, more "):
+        rankings_parse(too_long, max_length=10)
+    assert rankings_parse(too_long | {"t2i": {"7": list(range(11))}})  # no cap by default
+
+
+def test_more_queries_than_max_queries_are_refused_before_any_is_read():
+    rankings = {"i2t": {"1": [1], "2": [1]}, "t2i": {"x": "not even a list"}}
+    with pytest.raises(EvaluationError, match=r"rankings t2i ranks 1 queries, more than the 0"):
+        rankings_parse(rankings, max_queries={"i2t": 2, "t2i": 0})
+
+
 def test_a_rankings_file_error_names_the_file(tmp_path):
     path = tmp_path / "model.json"
     with pytest.raises(EvaluationError, match=r"model\.json: file not found"):
@@ -174,19 +201,34 @@ def test_a_ranking_shorter_than_r_is_refused_with_the_direction(tmp_path):
 def test_rankings_of_a_whole_split_add_the_coco_recalls(tmp_path):
     release = release_load(write_release(tmp_path / "r"))
     full = rankings()
-    full["i2t"][2] = i2t_ranking([21])
+    full["i2t"].update({image: i2t_ranking([image * 10 + 1]) for image in (2, 4, 5)})
     full["t2i"].update({c: t2i_ranking([c // 10]) for c in CAPTIONS if c not in full["t2i"]})
 
     result = evaluate(release, full, split=SPLIT)
 
-    # 15 captions in 5 folds of 3 (11-13, 14-21, 22-24, 25-32, 33-35): an image's captions
-    # may straddle two folds, and it is then a query in both
+    # 5 images in 5 folds of one image and its 5 captions
     for direction in ("i2t", "t2i"):
         assert set(result[direction]) >= {"coco_5k_recall@1", "coco_1k_recall@10"}
-    assert result["t2i"]["coco_5k_recall@1"] == pytest.approx(14 / 15)  # 11 ranks 2 first
+    assert result["t2i"]["coco_5k_recall@1"] == pytest.approx(24 / 25)  # 11 ranks 2 first
     assert result["t2i"]["coco_1k_recall@1"] == 1.0  # within a fold, one image per caption
-    assert result["i2t"]["coco_5k_recall@1"] == pytest.approx(2 / 3)  # image 3 ranks 11 first
+    assert result["i2t"]["coco_5k_recall@1"] == pytest.approx(4 / 5)  # image 3 ranks 11 first
+    assert result["i2t"]["coco_1k_recall@1"] == 1.0  # image 3 sees only 31-35
     assert result["i2t"]["recall@1"] == 1.0  # the release's metrics are unchanged
+
+
+def test_a_split_of_fewer_images_than_coco_folds_gets_no_coco_recalls(tmp_path):
+    release = release_load(write_release(tmp_path / "r"))
+    small = CaptionSplit(caption_ids=CAPTIONS[:15], image_ids=[c // 10 for c in CAPTIONS[:15]])
+    full = rankings()
+    full["i2t"][2] = i2t_ranking([21])
+    full["t2i"].update(
+        {c: t2i_ranking([c // 10]) for c in small.caption_ids if c not in full["t2i"]}
+    )
+
+    result = evaluate(release, full, split=small)
+
+    assert not any(key.startswith("coco") for d in ("i2t", "t2i") for key in result[d])
+    assert result["i2t"]["recall@1"] == 1.0
 
 
 def test_the_checksum_follows_the_content_not_the_layout():

@@ -135,6 +135,24 @@ def test_coco_1k_and_5k_recalls_equal_the_reference(reference, coco):
     assert ours["t2i"]["coco_1k_recall@1"] > ours["t2i"]["coco_5k_recall@1"]
 
 
+def test_coco_recalls_of_captions_out_of_split_order_still_equal_the_reference(reference, coco):
+    # As a COCO annotations file may list them: the images keep their split order (each
+    # one's first caption comes in that order), every other caption comes after, shuffled.
+    captions, images = coco
+    rng = np.random.default_rng(11)
+    i2t, t2i = full_split_rankings(rng, captions, images)
+    first = np.r_[True, images[1:] != images[:-1]]
+    order = np.concatenate([np.flatnonzero(first), rng.permutation(np.flatnonzero(~first))])
+    ours = coco_recalls(i2t, t2i, caption_ids=captions[order], caption_images=images[order])
+    rankings = {"i2t": i2t, "t2i": t2i}
+    for k in (1, 5, 10):
+        one_k = quiet(reference.coco_1k_recalls, rankings, "all", K=k)
+        for direction in ("i2t", "t2i"):
+            assert ours[direction][f"coco_1k_recall@{k}"] == pytest.approx(
+                one_k[direction], abs=TOL
+            )
+
+
 def full_split_rankings(rng, captions: np.ndarray, images: np.ndarray):
     """Rank every image and caption of the split: 20 targets of the query's own fold and 80
     of the others, shuffled; the own target(s) placed in the top 10 for about half."""

@@ -311,6 +311,37 @@ def test_invalid_captions_leave_verdicts_and_qrels_and_are_listed_with_reasons(b
     assert first.manifest["invalid_captions"] == []  # the earlier release does not change
 
 
+def test_work_counts_leave_out_the_judgements_and_verdicts_on_invalid_captions(batch):
+    released(batch)
+    judgements = Judgement.objects.filter(assignment__hit__batch=batch)
+    caption = judgements.filter(item__role="task").order_by("pk").first().item.caption
+    Caption.objects.filter(pk=caption.pk).update(is_invalid=True, invalid_reason="meaningless")
+    on_caption = judgements.filter(item__caption=caption).count()
+    verdicts_on_caption = Verdict.objects.filter(candidate__caption=caption).count()
+    assert on_caption and verdicts_on_caption
+
+    release = release_create(batch=batch, config=batch_config(batch))
+
+    folder = Path(release.path)
+    stats = json.loads((folder / "stats.json").read_text())
+    assert stats["judgements"] == judgements.count() - on_caption
+    assert stats["judgements_on_invalid_captions"] == on_caption
+    verdict_rows = list(csv.DictReader(io.StringIO((folder / "verdicts.csv").read_text())))
+    assert stats["verdicts"]["positive"] + stats["verdicts"]["negative"] == len(verdict_rows)
+    assert stats["verdicts"]["positive"] == sum(r["is_positive"] == "1" for r in verdict_rows)
+    assert stats["verdicts_on_invalid_captions"] == verdicts_on_caption
+    # the raw answers keep every judgement, those on the invalid caption included
+    lines = (folder / "judgements.jsonl").read_text().splitlines()
+    assert len(lines) == stats["judgements"] + stats["judgements_on_invalid_captions"]
+    assert release.manifest["counts"]["judgements"] == stats["judgements"]
+    assert release.manifest["counts"]["judgements_on_invalid_captions"] == on_caption
+    text = (folder / "README.md").read_text()
+    assert f"judgements: {stats['judgements']};" in text
+    assert (
+        f"leave out the {on_caption} judgements and {verdicts_on_caption} verdicts on them" in text
+    )
+
+
 # --- the rules, end to end ---------------------------------------------------------------------
 
 

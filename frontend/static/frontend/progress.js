@@ -9,6 +9,8 @@ const MAX_POLL_MS = 30_000; // back off while the server does not answer
 const root = document.getElementById("live-progress");
 const stopStates = new Set((root?.dataset.stopStates ?? "").split(/\s+/).filter(Boolean));
 const statusLine = document.getElementById("live-status");
+// What the server drew around the bars (tables, reports) belongs to the state at load.
+const loadedState = root?.dataset.state;
 
 function setText(id, text) {
   const element = document.getElementById(id);
@@ -36,6 +38,8 @@ function updateRow(row) {
 function render(data) {
   root.dataset.state = data.state;
   setText("live-state", data.state);
+  const stale = document.getElementById("live-stale");
+  if (stale) stale.hidden = data.state === loadedState;
   showError(data.error);
   for (const row of data.progress ?? []) updateRow(row);
   for (const element of root.querySelectorAll("[data-show-when]")) {

@@ -23,8 +23,9 @@ class Command(BaseCommand):
         "by verdicts.csv when the release has it), per direction. The rankings file is "
         '{"i2t": {"<image id>": [caption ids, best first]}, "t2i": {"<caption id>": '
         "[image ids, best first]}} and must rank every query of the release. With --captions "
-        "(the dataset's captions TSV, in split order) and rankings of every image and "
-        "caption in it, COCO 5K and 1K (5-fold) recalls are added. Example: "
+        "(the dataset's captions TSV; its images in split order, a caption anywhere) and "
+        "rankings of every image and caption in it, COCO 5K and 1K (5 folds of whole "
+        "images) recalls are added. Example: "
         "evaluate --release var/releases/coco5k/1 --rankings model.json --json"
     )
 
@@ -33,8 +34,8 @@ class Command(BaseCommand):
         parser.add_argument("--rankings", required=True, help="rankings JSON file")
         parser.add_argument(
             "--captions",
-            help="captions TSV of the dataset (caption_id image_id file_name caption) in split "
-            "order, for the COCO 1K/5K recalls",
+            help="captions TSV of the dataset (caption_id image_id file_name caption), for the "
+            "COCO 1K/5K recalls; the 1K folds take the images in order of first appearance",
         )
         parser.add_argument("--json", action="store_true", help="print JSON only")
 

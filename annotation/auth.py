@@ -1,0 +1,22 @@
+"""Load an account's worker with the account: the work pages need it on every request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
+
+
+class WorkerAwareBackend(ModelBackend):
+    """Django's model backend, whose per-request user lookup also fetches `user.worker`.
+
+    Every annotator request (next HIT, submit, page) needs the account's worker; joining
+    it to the user query the session already makes saves a query per request. An account
+    without a worker yet gets `None` cached, and `worker_for_user` creates one.
+    """
+
+    def get_user(self, user_id: Any) -> Any:
+        users = get_user_model()._default_manager.select_related("worker")
+        user = users.filter(pk=user_id).first()
+        return user if user is not None and self.user_can_authenticate(user) else None
