@@ -321,71 +321,115 @@ def assignment_submit(
     now = now or timezone.now()
     with transaction.atomic():
         hits_lock(hit_ids=[assignment.hit_id])  # the HIT before its assignment: see hits_lock
-        # The batch comes with the locked row: its state and settings, in one query.
-        locked = (
-            Assignment.objects.select_for_update(of=("self",))
-            .select_related("hit__batch")
-            .get(pk=assignment.pk)
+        result = _submit_locked(
+            assignment_id=assignment.pk,
+            answers=answers,
+            followups_required=followups_required,
+            golden_policy=golden_policy,
+            worker=worker,
+            now=now,
         )
-        if worker is not None and locked.worker_id != worker.pk:
-            raise ServiceError("this assignment belongs to another worker")
-        late = (
-            locked.status == AssignmentStatus.ACCEPTED
-            and locked.deadline is not None
-            and locked.deadline < now
-        )
-        if late:  # recorded, then refused below, outside the transaction
-            locked.status = AssignmentStatus.EXPIRED
-            locked.save(update_fields=["status"])
-            hits_recount_slots(hit_ids=[locked.hit_id])
-        elif locked.status not in (AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED):
-            stored = list(locked.judgements.order_by("item__position"))
-            return SubmissionResult(
-                assignment=locked,
-                judgements=stored,
-                golden_failures=_golden_failures(stored),
-                created=False,
-            )
-        elif locked.status == AssignmentStatus.ACCEPTED:
-            batch = locked.hit.batch
-            if batch.state != BatchState.ANNOTATING:  # closed early, or cancelled: verdicts set
-                raise ServiceError(f"this HIT's batch is {batch.state} and takes no more answers")
-            if followups_required is None:
-                followups_required = batch.config.get("followups", True)
-            items = {
-                pk: _ItemRow(role=role, position=position)
-                for pk, role, position in HITItem.objects.filter(hit_id=locked.hit_id).values_list(
-                    "pk", "role", "position"
-                )
-            }
-            judgements = _build_judgements(locked, items, answers, followups_required)
-            Judgement.objects.bulk_create(judgements)
-            result = golden_check(
-                (items[j.item_id].role, items[j.item_id].position, Level(j.level))
-                for j in judgements
-            )
-            _apply_golden_policy(
-                locked,
-                passed=result.passed,
-                failures=result.failures,
-                policy=golden_policy or batch.config.get("golden_policy", "approve_or_flag"),
-                now=now,
-            )
-            return SubmissionResult(
-                assignment=locked, judgements=judgements, golden_failures=result.failures
-            )
-    raise ServiceError("this assignment expired: its time limit has passed; ask for a new HIT")
+    if result is None:  # recorded as expired, committed above
+        raise ServiceError(_EXPIRED)
+    return result
 
 
-def assignment_submit_as_worker(
-    *, assignment: Assignment, answers: Sequence[AnswerInput]
-) -> SubmissionResult:
-    """Submit the assignment's own worker's answers under its batch's settings.
+_EXPIRED = "this assignment expired: its time limit has passed; ask for a new HIT"
 
-    The batch decides whether follow-ups are required and which golden policy applies;
-    the web page, the API and MTurk's frame all submit this way.
+
+def assignment_submit_own(
+    *, assignment_id: int, worker: Worker, answers: Sequence[AnswerInput]
+) -> SubmissionResult | None:
+    """Submit `worker`'s answers for its own assignment, under the batch's settings.
+
+    Returns None when no such assignment is the worker's: callers answer "not found", so
+    nobody learns that another worker's assignment exists. The ownership check is the lock
+    itself (the HIT of the worker's own assignment), so no query comes before it.
     """
-    return assignment_submit(assignment=assignment, answers=answers, worker=assignment.worker)
+    now = timezone.now()
+    own_hit = Assignment.objects.filter(pk=assignment_id, worker=worker).values("hit_id")[:1]
+    with transaction.atomic():
+        # One statement finds the worker's own HIT and locks it (the HIT first: hits_lock).
+        own = HIT.objects.filter(pk=Subquery(own_hit)).select_for_update(no_key=True)
+        if not own.values_list("pk", flat=True):
+            return None
+        result = _submit_locked(
+            assignment_id=assignment_id,
+            answers=answers,
+            followups_required=None,
+            golden_policy=None,
+            worker=worker,
+            now=now,
+        )
+    if result is None:
+        raise ServiceError(_EXPIRED)
+    return result
+
+
+def _submit_locked(
+    *,
+    assignment_id: int,
+    answers: Sequence[AnswerInput],
+    followups_required: bool | None,
+    golden_policy: str | None,
+    worker: Worker | None,
+    now: datetime,
+) -> SubmissionResult | None:
+    """`assignment_submit` once the HIT's row is locked; None when the work just expired."""
+    # The batch comes with the locked row: its state and settings, in one query.
+    locked = (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("hit__batch")
+        .get(pk=assignment_id)
+    )
+    if worker is not None and locked.worker_id != worker.pk:
+        raise ServiceError("this assignment belongs to another worker")
+    late = (
+        locked.status == AssignmentStatus.ACCEPTED
+        and locked.deadline is not None
+        and locked.deadline < now
+    )
+    if late:  # recorded, then refused below, outside the transaction
+        locked.status = AssignmentStatus.EXPIRED
+        locked.save(update_fields=["status"])
+        hits_recount_slots(hit_ids=[locked.hit_id])
+    elif locked.status not in (AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED):
+        stored = list(locked.judgements.order_by("item__position"))
+        return SubmissionResult(
+            assignment=locked,
+            judgements=stored,
+            golden_failures=_golden_failures(stored),
+            created=False,
+        )
+    elif locked.status == AssignmentStatus.ACCEPTED:
+        batch = locked.hit.batch
+        if batch.state != BatchState.ANNOTATING:  # closed early, or cancelled: verdicts set
+            raise ServiceError(f"this HIT's batch is {batch.state} and takes no more answers")
+        if followups_required is None:
+            followups_required = batch.config.get("followups", True)
+        items = {
+            pk: _ItemRow(role=role, position=position)
+            for pk, role, position in HITItem.objects.filter(hit_id=locked.hit_id).values_list(
+                "pk", "role", "position"
+            )
+        }
+        judgements = _build_judgements(locked, items, answers, followups_required)
+        Judgement.objects.bulk_create(judgements)
+        result = golden_check(
+            (items[j.item_id].role, items[j.item_id].position, Level(j.level))
+            for j in judgements
+        )
+        _apply_golden_policy(
+            locked,
+            passed=result.passed,
+            failures=result.failures,
+            policy=golden_policy or batch.config.get("golden_policy", "approve_or_flag"),
+            now=now,
+        )
+        return SubmissionResult(
+            assignment=locked, judgements=judgements, golden_failures=result.failures
+        )
+    return None
 
 
 def _golden_failures(judgements: Sequence[Judgement]) -> tuple[str, ...]:

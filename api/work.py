@@ -11,7 +11,7 @@ from typing import Any
 import django_filters
 from django.db.models import QuerySet
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
@@ -21,7 +21,7 @@ from annotation.assignments import (
     AnswerInput,
     SubmissionResult,
     answers_from_rows,
-    assignment_submit_as_worker,
+    assignment_submit_own,
     hit_assign_next,
     worker_for_user,
 )
@@ -74,6 +74,11 @@ class SubmitResultSerializer(serializers.Serializer):
     judgements = serializers.IntegerField()
     golden_passed = serializers.BooleanField(allow_null=True)
     next = serializers.CharField(help_text="The page to go to next.")
+    next_assignment = AssignmentPageSerializer(
+        required=False,
+        allow_null=True,
+        help_text="With `take_next=true` only: the caller's next HIT, null when none is free.",
+    )
 
 
 class OwnAssignmentSerializer(serializers.ModelSerializer):
@@ -161,6 +166,14 @@ def assignment_detail(request: Request, assignment_id: int) -> Response:
 @extend_schema(
     tags=["work"],
     request=SubmissionSerializer,
+    parameters=[
+        OpenApiParameter(
+            "take_next",
+            bool,
+            description="Also take the next HIT, as `POST /api/assignments/next/` would, and "
+            "return it as `next_assignment` (null when none is free): one request per HIT.",
+        )
+    ],
     responses={
         201: SubmitResultSerializer,
         200: OpenApiResponse(SubmitResultSerializer, description="Already submitted: stored."),
@@ -169,19 +182,36 @@ def assignment_detail(request: Request, assignment_id: int) -> Response:
 @api_view(["POST"])
 def assignment_submit_view(request: Request, assignment_id: int) -> Response:
     """Store the caller's answers for a whole HIT; a repeated submit returns the stored result."""
-    assignment = _own_assignment(request, assignment_id)
-    if assignment is None:
-        return _not_found(assignment_id)
+    take_next = _query_flag(request, "take_next")
     serializer = SubmissionSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)  # a 400 naming the field (api/errors.py)
+    worker = worker_for_user(user=request.user)
     try:
-        result = assignment_submit_as_worker(
-            assignment=assignment, answers=answer_inputs(serializer.validated_data)
+        result = assignment_submit_own(
+            assignment_id=assignment_id,
+            worker=worker,
+            answers=answer_inputs(serializer.validated_data),
         )
     except ServiceError as exc:
         return Response({"detail": str(exc)}, status=400)
+    if result is None:
+        return _not_found(assignment_id)
     body = {**submission_summary(result), "next": reverse("frontend:work")}
+    if take_next:
+        try:
+            following = hit_assign_next(worker=worker)
+        except ServiceError:  # blocked meanwhile: the work is stored, no more is given
+            following = None
+        body["next_assignment"] = None if following is None else _payload(following)
     return Response(body, status=201 if result.created else 200)
+
+
+def _query_flag(request: Request, name: str) -> bool:
+    """Read a yes/no query parameter; anything else is a 400 that names it."""
+    value = request.query_params.get(name, "false").lower()
+    if value not in ("true", "1", "false", "0"):
+        raise serializers.ValidationError({name: f"must be true or false (got {value!r})"})
+    return value in ("true", "1")
 
 
 def answer_inputs(validated: dict[str, Any]) -> list[AnswerInput]:

@@ -6,13 +6,17 @@ Run from the repository root (``make bench`` does)::
     python benchmarks/bench_submit.py --seconds 10     # a quick look
 
 What it measures ("ours"): the production-like path. gunicorn (``config.wsgi``, 2 sync
-workers, ``DEBUG=0``) on PostgreSQL; 16 clients, each logged in as its own account, loop
-over ``POST /api/assignments/next/`` then ``POST /api/assignments/<id>/submit/`` with the 18
-answers of the whole HIT (16 tasks + 1 golden TP + 1 golden TN). Reported: judgements stored
-per second and the latency of the submit request (p50, p95). The baseline, measured in the
-same run, is the floor for the same writes: the same 16 clients store the same judgements
-straight into PostgreSQL with psycopg2, one transaction per HIT (one INSERT of the 18 rows
-and one UPDATE of the assignment, as the service writes them), no web layer.
+workers, ``DEBUG=0``) on PostgreSQL, with Redis as the cache (sessions, login counts) as in
+docker-compose.yml; 16 clients, each logged in as its own account, loop over
+``POST /api/assignments/next/`` then ``POST /api/assignments/<id>/submit/`` with the 18
+answers of the whole HIT (16 tasks + 1 golden TP + 1 golden TN). With ``--take-next`` the
+submit hands out the next HIT as well (``?take_next=true``): one request per HIT, whose
+latency then includes taking the next HIT. Reported: judgements stored per second and the
+latency of the submit request (p50, p95).
+The baseline, measured in the same run, is the floor for the same writes: the same 16
+clients store the same judgements straight into PostgreSQL with psycopg2, one transaction
+per HIT (one INSERT of the 18 rows and one UPDATE of the assignment, as the service writes
+them), no web layer.
 ``ratio`` = baseline judgements/s / ours; lower is better, the target is at most 3, and the
 p95 target is at most 150 ms.
 
@@ -52,6 +56,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/")
+# gunicorn's cache, as docker-compose gives it one; its keys are prefixed per run.
+CACHE_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 DB_NAME = "bench_submit"
 DATABASE_URL = SERVER_URL.rstrip("/") + "/" + DB_NAME
 # This process and gunicorn both use the throwaway database, whatever the caller configured.
@@ -393,31 +399,41 @@ class ClientStats:
     error: BaseException | None = None
 
 
-def hit_work(client: WebClient, rng: random.Random) -> tuple[float, float, list[dict]] | None:
-    """Take the next HIT and submit it whole; return (next ms, submit ms, answers).
+def hit_work(
+    client: WebClient, rng: random.Random, page: dict[str, Any], take_next: bool
+) -> tuple[float, float, list[dict], dict[str, Any] | None]:
+    """Submit `page` whole; return (next ms, submit ms, answers, the next page or None).
 
-    None when no HIT is free (204).
+    With `take_next` the submit hands out the next HIT too (next ms is 0); otherwise the
+    next HIT is asked for in a request of its own.
     """
-    start = time.perf_counter()
+    answers = answers_make(rng, [item["id"] for item in page["items"]])
+    if len(answers) != ITEMS_PER_HIT:
+        raise BenchError(f"a HIT page has {len(answers)} pairs, expected {ITEMS_PER_HIT}")
+    url = page["submit_url"] + ("?take_next=true" if take_next else "")
+    sent = time.perf_counter()
+    status, result = client.post_json(url, {"answers": answers})
+    done = time.perf_counter()
+    if status != 201:
+        raise BenchError(f"submit answered {status}: {result}")
+    if take_next:
+        return 0.0, (done - sent) * 1000, answers, result["next_assignment"]
+    following = next_page(client)
+    return (time.perf_counter() - done) * 1000, (done - sent) * 1000, answers, following
+
+
+def next_page(client: WebClient) -> dict[str, Any] | None:
+    """Take the next HIT in a request of its own; None when no HIT is free (204)."""
     status, page = client.post_json("/api/assignments/next/", None)
-    taken = time.perf_counter()
     if status == 204:
         return None
     if status != 200:
         raise BenchError(f"next HIT answered {status}: {page}")
-    answers = answers_make(rng, [item["id"] for item in page["items"]])
-    if len(answers) != ITEMS_PER_HIT:
-        raise BenchError(f"a HIT page has {len(answers)} pairs, expected {ITEMS_PER_HIT}")
-    sent = time.perf_counter()
-    status, result = client.post_json(page["submit_url"], {"answers": answers})
-    done = time.perf_counter()
-    if status != 201:
-        raise BenchError(f"submit answered {status}: {result}")
-    return (taken - start) * 1000, (done - sent) * 1000, answers
+    return page
 
 
 def clients_run(
-    port: int, n_clients: int, seconds: float, cpu_probe: Callable[[], float]
+    port: int, n_clients: int, seconds: float, cpu_probe: Callable[[], float], take_next: bool
 ) -> tuple[list[ClientStats], float, float, float]:
     """Log every client in, warm up (one HIT each), then loop over whole HITs for `seconds`.
 
@@ -442,8 +458,13 @@ def clients_run(
         try:
             client = WebClient(port)
             client.login(f"bench{c:02d}", PASSWORD)
-            if hit_work(client, rng) is None:  # warm-up: imports, URL resolver, connections
+            page = next_page(client)
+            if page is None:
                 raise BenchError("no HIT for the warm-up: the set-up made too few")
+            # Warm-up (imports, URL resolver, connections): one HIT each, then its next.
+            page = hit_work(client, rng, page, take_next)[3]
+            if page is None:
+                raise BenchError("no second HIT after the warm-up: the set-up made too few")
         except BaseException as exc:
             mine.error = exc
             stop.set()
@@ -456,15 +477,14 @@ def clients_run(
         deadline = window["start"] + seconds
         try:
             while not stop.is_set() and time.perf_counter() < deadline:
-                done = hit_work(client, rng)
-                if done is None:
-                    mine.ran_out = True
-                    break
-                next_ms, submit_ms, answers = done
+                next_ms, submit_ms, answers, page = hit_work(client, rng, page, take_next)
                 mine.hits += 1
                 mine.next_ms.append(next_ms)
                 mine.submit_ms.append(submit_ms)
                 mine.submitted.append(answers)
+                if page is None:
+                    mine.ran_out = True
+                    break
         except BaseException as exc:
             mine.error = exc
             stop.set()
@@ -508,6 +528,9 @@ class Gunicorn:
             "SECRET_KEY": secrets.token_urlsafe(32),
             "ALLOWED_HOSTS": "127.0.0.1",
             "CELERY_BROKER_URL": "",
+            "CACHE_URL": CACHE_URL,
+            # The 16 logins come from one address within a second: not a password guesser.
+            "LOGIN_RATE_PER_IP": "off",
             "LOG_LEVEL": "WARNING",
         }
         self.process = subprocess.Popen(
@@ -817,7 +840,11 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             load = os.getloadavg()[0]
             worker_pids = server.worker_pids()
             stats, elapsed, cpu_server, cpu_here = clients_run(
-                server.port, n_clients, seconds, lambda: cpu_seconds(worker_pids)
+                server.port,
+                n_clients,
+                seconds,
+                lambda: cpu_seconds(worker_pids),
+                take_next=args.take_next,
             )
         except BenchError:
             print(f"gunicorn's log (last lines):\n{server.tail()}", flush=True)
@@ -842,9 +869,13 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         f"{ours_rate:.0f} judgements/s ({hits_done / elapsed:.1f} HITs/s)\n"
         f"  submit latency p50 {percentile(submit_ms, 50):.1f} ms, "
         f"p95 {percentile(submit_ms, 95):.1f} ms, max {max(submit_ms):.1f} ms\n"
-        f"  next latency   p50 {percentile(next_ms, 50):.1f} ms, "
-        f"p95 {percentile(next_ms, 95):.1f} ms\n"
-        f"  CPU per HIT: gunicorn workers {cpu_server / hits_done * 1000:.1f} ms, "
+        + (
+            "  next HIT: handed out by the submit request (take_next)\n"
+            if args.take_next
+            else f"  next latency   p50 {percentile(next_ms, 50):.1f} ms, "
+            f"p95 {percentile(next_ms, 95):.1f} ms\n"
+        )
+        + f"  CPU per HIT: gunicorn workers {cpu_server / hits_done * 1000:.1f} ms, "
         f"clients (this process) {cpu_here / hits_done * 1000:.1f} ms",
         flush=True,
     )
@@ -888,6 +919,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "base_rate": base_rate,
         "p50": percentile(submit_ms, 50),
         "p95": percentile(submit_ms, 95),
+        "protocol": "take_next" if args.take_next else "separate_next",
         "elapsed": elapsed,
         "hits": hits_done,
         "ran_out": ran_out,
@@ -920,6 +952,11 @@ def main() -> None:
         type=int,
         default=3,
         help="baseline runs over the same HITs; the median counts (default 3)",
+    )
+    parser.add_argument(
+        "--take-next",
+        action="store_true",
+        help="let each submit hand out the next HIT too (one request per HIT)",
     )
     parser.add_argument(
         "--queries", action="store_true", help="also print the SQL of one next + submit"
@@ -966,6 +1003,7 @@ def main() -> None:
                 "p95_ms": round(result["p95"], 1),
                 "p95_target_ms": P95_TARGET_MS,
                 "clients": args.clients,
+                "protocol": result["protocol"],
                 "seconds": round(result["elapsed"], 1),
                 "hits": result["hits"],
                 "ran_out_of_hits": result["ran_out"],

@@ -237,6 +237,14 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
+# Sessions live in the database; with a shared cache (Redis) they are read from it first,
+# one query less on every request. Not with the per-process default: a logout in one web
+# process would leave the session alive in the others' memory.
+SESSION_ENGINE = (
+    "django.contrib.sessions.backends.cached_db"
+    if CACHE_URL
+    else "django.contrib.sessions.backends.db"
+)
 
 # Rankings sent to the leaderboard API are scored while the request waits: these caps keep
 # that to seconds. Larger rankings are scored offline with `manage.py evaluate`.

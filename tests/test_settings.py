@@ -124,3 +124,16 @@ def test_the_evaluation_caps_come_from_the_environment(tmp_path):
     assert default.stdout.strip() == str((20 * 2**20, 1000))
     assert changed.stdout.strip() == str((5 * 2**20, 200))
     assert "EVALUATION_MAX_BODY_MB must be a whole number of at least 1" in wrong.stderr
+
+
+def test_sessions_are_read_through_the_cache_only_when_it_is_shared(tmp_path):
+    shared = _settings_probe(
+        {"MITL_VAR_DIR": str(tmp_path), "CACHE_URL": "redis://127.0.0.1:6379/1"},
+        "s.SESSION_ENGINE",
+    )
+    per_process = _settings_probe({"MITL_VAR_DIR": str(tmp_path)}, "s.SESSION_ENGINE")
+
+    assert shared.returncode == 0 and per_process.returncode == 0, shared.stderr
+    assert shared.stdout.strip() == repr("django.contrib.sessions.backends.cached_db")
+    # Local memory is per process: a logout would not reach the other web processes.
+    assert per_process.stdout.strip() == repr("django.contrib.sessions.backends.db")

@@ -61,3 +61,58 @@ def test_a_submission_is_stored_once(ann, own_assignment):
     assert (first.status_code, first.json()["created"]) == (201, True)
     assert (again.status_code, again.json()["created"]) == (200, False)
     assert first.json()["status"] == "approved" and first.json()["golden_passed"] is True
+
+
+def test_take_next_stores_the_work_and_hands_out_the_next_hit(ann, own_assignment):
+    url = f"/api/assignments/{own_assignment.pk}/submit/?take_next=true"
+    response = ann.post(url, answers_for(own_assignment), format="json")
+
+    assert response.status_code == 201
+    following = response.json()["next_assignment"]
+    assert following["id"] != own_assignment.pk and following["hit"] != own_assignment.hit_id
+    items = HITItem.objects.filter(hit_id=following["hit"]).order_by("position")
+    assert following["status"] == "accepted"
+    assert [item["id"] for item in following["items"]] == [item.pk for item in items]
+    # The same open assignment as "next" would give: one request did both.
+    assert ann.post("/api/assignments/next/").json()["id"] == following["id"]
+    assert own_assignment.judgements.count() == own_assignment.hit.items.count()
+
+
+def test_take_next_on_a_repeated_submit_resumes_the_same_next_hit(ann, own_assignment):
+    url = f"/api/assignments/{own_assignment.pk}/submit/?take_next=1"
+    first = ann.post(url, answers_for(own_assignment), format="json").json()
+    again = ann.post(url, answers_for(own_assignment), format="json")
+
+    assert again.status_code == 200 and again.json()["created"] is False
+    assert again.json()["next_assignment"]["id"] == first["next_assignment"]["id"]
+
+
+def test_take_next_is_null_when_no_hit_is_left(ann, own_assignment):
+    from annotation.models import HIT
+
+    HIT.objects.exclude(pk=own_assignment.hit_id).delete()
+    url = f"/api/assignments/{own_assignment.pk}/submit/?take_next=true"
+    response = ann.post(url, answers_for(own_assignment), format="json")
+
+    assert response.status_code == 201 and response.json()["next_assignment"] is None
+
+
+def test_without_take_next_the_answer_has_no_next_assignment(ann, own_assignment):
+    url = f"/api/assignments/{own_assignment.pk}/submit/"
+    assert "next_assignment" not in ann.post(url, answers_for(own_assignment), format="json").json()
+
+
+def test_a_bad_take_next_value_is_a_400_that_names_it(ann, own_assignment):
+    url = f"/api/assignments/{own_assignment.pk}/submit/?take_next=maybe"
+    response = ann.post(url, answers_for(own_assignment), format="json")
+
+    assert response.status_code == 400 and "take_next" in response.json()["detail"]
+    assert own_assignment.judgements.count() == 0
+
+
+def test_submitting_another_workers_assignment_is_a_404_and_stores_nothing(staff, own_assignment):
+    url = f"/api/assignments/{own_assignment.pk}/submit/"
+    response = staff.post(url, answers_for(own_assignment), format="json")
+
+    assert response.status_code == 404
+    assert own_assignment.judgements.count() == 0
