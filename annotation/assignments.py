@@ -416,8 +416,7 @@ def _submit_locked(
         judgements = _build_judgements(locked, items, answers, followups_required)
         Judgement.objects.bulk_create(judgements)
         result = golden_check(
-            (items[j.item_id].role, items[j.item_id].position, Level(j.level))
-            for j in judgements
+            (items[j.item_id].role, items[j.item_id].position, Level(j.level)) for j in judgements
         )
         _apply_golden_policy(
             locked,
