@@ -38,7 +38,7 @@ from .models import (
     Worker,
     WorkerSource,
 )
-from .services import ServiceError
+from .errors import ServiceError
 
 MAX_ELAPSED_MS = 24 * 3600 * 1000  # a day: anything longer is a broken client clock
 DEFAULT_ASSIGNMENT_MINUTES = 30

@@ -45,9 +45,9 @@ from .image_sources import (
 )
 from .importers import CAPTION_FORMATS, ImportFileError, parse_cxc_sits, parse_eccv_positives
 from .models import Dataset, ImportJob, ImportKind, ImportStatus, PositiveSet
+from .errors import ServiceError
 from .services import (
     CXC_MIN_SCORE,
-    ServiceError,
     dataset_import,
     dataset_import_check,
     positives_import_cxc,

@@ -81,7 +81,7 @@ from .models import (
     WorkerSource,
 )
 from .mturk import MTurkInputError
-from .services import ServiceError
+from .errors import ServiceError
 
 logger = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
+from .errors import ServiceError
 from .image_sources import FolderImageSource, ImageSource, name_problem
 from .importers import (
     CaptionRow,
@@ -36,10 +37,6 @@ from .models.dataset import FILE_NAME_MAX
 
 ProgressCallback = Callable[[int, int], None]
 ORIGINAL_SET = "original"
-
-
-class ServiceError(ValueError):
-    """A request the platform refuses, with a message for the person who made it."""
 
 
 def dataset_import_tsv(

@@ -16,10 +16,11 @@ from rest_framework.response import Response
 
 from annotation.models import Batch, BatchState, Dataset
 from annotation.selectors import batch_progress
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.config import BatchConfig, ConfigError, parse_batch_config
 from mitl.costs import CENT, estimate_before_retrieval, hits_for, mturk_cost
-from mitl.services.pipeline import batch_cancel, batch_config, batch_create, batch_start
+from mitl.config import batch_config
+from mitl.services.pipeline import batch_cancel, batch_create, batch_start
 
 from .permissions import IsStaff
 

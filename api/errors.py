@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler
 
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 
 from .parsers import PayloadTooLarge
 

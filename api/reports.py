@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.models import Batch, Dataset
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.dataset_stats import stats_as_json
 from mitl.services.bias import bias_report_build
 from mitl.services.dataset_stats import dataset_stats_compute

@@ -27,7 +27,7 @@ from annotation.assignments import (
 )
 from annotation.models import Assignment, AssignmentStatus
 from annotation.selectors import assignment_page
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.judgements import OTHER_TEXT_MAX, SHORTCOMINGS, WRONG_CONCEPTS, Level
 
 

@@ -67,7 +67,8 @@ from annotation.models import (  # noqa: E402
     Ranking,
 )
 from mitl.services.build import hits_build  # noqa: E402
-from mitl.services.pipeline import batch_config, batch_create  # noqa: E402
+from mitl.config import batch_config
+from mitl.services.pipeline import batch_create  # noqa: E402
 from mitl.services.pool import candidates_pool  # noqa: E402
 from mitl.services.progress import StageTracker  # noqa: E402
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 from .aggregation import RULES as AGGREGATION_RULES  # eccv, strict, graded, dawid_skene
 
@@ -17,7 +17,15 @@ GOLDEN_POLICIES = ("approve_or_flag", "approve_or_reject", "review_all")
 
 
 class ConfigError(ValueError):
-    """A batch configuration value is missing or out of range; the message says how to fix it."""
+    """A batch configuration value is missing or out of range; the message says how to fix it.
+
+    `key` names the offending configuration key (None when the config as a whole is wrong),
+    so forms and the API put the message beside the field it is about.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,8 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(
-            f"batch config: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
+            f"batch config: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})",
+            key=unknown[0],
         )
     values: dict[str, Any] = dict(raw)
     values["annotators"] = _parse_annotators(raw.get("annotators"))
@@ -80,19 +89,22 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
             values[name] = _parse_int(name, values[name], low, high)
     if "followups" in values and not isinstance(values["followups"], bool):
         raise ConfigError(
-            f"batch config: `followups` must be true or false (got {values['followups']!r})"
+            f"batch config: `followups` must be true or false (got {values['followups']!r})",
+            key="followups",
         )
     rule = values.get("aggregation", "eccv")
     if rule not in AGGREGATION_RULES:
         raise ConfigError(
             f"batch config: `aggregation` must be one of {', '.join(AGGREGATION_RULES)} "
-            f"(got {rule!r})"
+            f"(got {rule!r})",
+            key="aggregation",
         )
     policy = values.get("golden_policy", "approve_or_flag")
     if policy not in GOLDEN_POLICIES:
         raise ConfigError(
             f"batch config: `golden_policy` must be one of {', '.join(GOLDEN_POLICIES)} "
-            f"(got {policy!r})"
+            f"(got {policy!r})",
+            key="golden_policy",
         )
     config = BatchConfig(**values)
     if config.n_image_queries + config.n_caption_queries == 0:
@@ -103,7 +115,8 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
         raise ConfigError(
             f"batch config: `golden_negative_depth` ({config.golden_negative_depth}) must be at "
             "least "
-            f"`k` ({config.k})"
+            f"`k` ({config.k})",
+            key="golden_negative_depth",
         )
     return config
 
@@ -116,16 +129,36 @@ def _parse_annotators(value: Any) -> tuple[str, ...]:
     ):
         raise ConfigError(
             "batch config: `annotators` must be a non-empty list of annotator names (got "
-            f"{value!r})"
+            f"{value!r})",
+            key="annotators",
         )
     if len(set(value)) != len(value):
-        raise ConfigError(f"batch config: `annotators` lists a name twice ({value!r})")
+        raise ConfigError(
+            f"batch config: `annotators` lists a name twice ({value!r})", key="annotators"
+        )
     return tuple(value)
 
 
 def _parse_int(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"batch config: `{name}` must be an integer (got {value!r})")
+        raise ConfigError(f"batch config: `{name}` must be an integer (got {value!r})", key=name)
     if not low <= value <= high:
-        raise ConfigError(f"batch config: `{name}` must be between {low} and {high} (got {value})")
+        raise ConfigError(
+            f"batch config: `{name}` must be between {low} and {high} (got {value})", key=name
+        )
     return value
+
+
+class HasConfig(Protocol):
+    """Anything that stores a raw batch configuration (a `Batch` row, for one)."""
+
+    config: Mapping[str, Any]
+
+
+def batch_config(batch: HasConfig) -> BatchConfig:
+    """Return a batch's configuration, checked and with every default filled in.
+
+    The one way to read a stored batch's settings: nobody reads `batch.config` with
+    `.get()` and a default of its own, so a default changes here and only here.
+    """
+    return parse_batch_config(batch.config)

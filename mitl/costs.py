@@ -101,3 +101,72 @@ def estimate_before_retrieval(
         reward_per_assignment=reward_per_assignment,
     )
     return candidates, cost
+
+
+@dataclass(frozen=True)
+class BatchEstimate:
+    """The crowd work and MTurk cost of a batch, from the best figure known so far.
+
+    `basis` says which: "hits" (built, exact), "candidates" (pooled, exact HITs) or
+    "config" (before retrieval: `candidates_at_most` and the HITs they fill are bounds).
+    """
+
+    basis: str
+    cost: CostEstimate
+    candidates: int | None = None
+    candidates_at_most: int | None = None
+    hits: int | None = None
+
+    @property
+    def upper_bound(self) -> bool:
+        return self.basis == "config"
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the estimate as the API and the wizard show it (money as Decimal)."""
+        cost = self.cost
+        return {
+            "basis": self.basis,
+            "upper_bound": self.upper_bound,
+            "candidates": self.candidates,
+            "candidates_at_most": self.candidates_at_most,
+            "hits": self.hits,
+            "hits_at_most": cost.hits if self.upper_bound else None,
+            "assignments_per_hit": cost.assignments_per_hit,
+            "items_per_hit": cost.items_per_hit,
+            "assignments": cost.assignments,
+            "judgements": cost.judgements,
+            "reward_per_assignment": cost.reward_per_assignment,
+            "commission_rate": cost.commission_rate,
+            "rewards": cost.rewards,
+            "commission": cost.commission,
+            "total": cost.total,
+        }
+
+
+def cost_estimate(
+    *,
+    config: BatchConfig,
+    reward_per_assignment: Decimal,
+    candidates: int | None = None,
+    hits: int | None = None,
+) -> BatchEstimate:
+    """Estimate a batch's work and cost: from its HITs, else its candidates, else its config.
+
+    Built HITs count exactly; pooled candidates give the HITs exactly; before that only an
+    upper bound is known (de-duplication removes pairs several annotators propose).
+    """
+    if hits is None and candidates is None:
+        bound, cost = estimate_before_retrieval(
+            config=config, reward_per_assignment=reward_per_assignment
+        )
+        return BatchEstimate(basis="config", cost=cost, candidates_at_most=bound)
+    basis = "hits" if hits is not None else "candidates"
+    if hits is None:
+        hits = hits_for(candidates or 0, config.hit_size)
+    cost = mturk_cost(
+        hits=hits,
+        assignments_per_hit=config.assignments_per_hit,
+        items_per_hit=config.items_per_hit,
+        reward_per_assignment=reward_per_assignment,
+    )
+    return BatchEstimate(basis=basis, cost=cost, candidates=candidates, hits=hits)

@@ -1,11 +1,33 @@
-"""The golden check: does a submitted HIT get its known pairs right?"""
+"""The golden check and the golden policy: does a submitted HIT get its known pairs right,
+and what happens to it then?
+
+One place decides both, so the platform's submit, MTurk's sync and MTurk's results import
+cannot drift apart.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 from .judgements import POSITIVE_LEVELS, Level
+
+GOLDEN_TP = "golden_tp"
+GOLDEN_TN = "golden_tn"
+
+
+@dataclass(frozen=True)
+class GoldenMiss:
+    """A golden pair answered wrongly: its 1-based page position, whether it matches, the answer."""
+
+    position: int
+    is_match: bool
+    answered: Level
+
+    def describe(self) -> str:
+        known = "a known match" if self.is_match else "a known mismatch"
+        return f"pair {self.position} is {known} but was answered {self.answered.value}"
 
 
 @dataclass(frozen=True)
@@ -14,17 +36,44 @@ class GoldenResult:
     failures: tuple[str, ...]  # human-readable, one per failed golden pair
 
 
-def golden_check(answers: Iterable[tuple[str, int, Level]]) -> GoldenResult:
-    """Check (role, position, level) answers: a golden TP needs a YES, a golden TN a NO.
+def golden_misses(answers: Iterable[tuple[str, int, Level]]) -> list[GoldenMiss]:
+    """Return the golden pairs among (role, 0-based position, level) answers answered wrongly.
 
-    "100% YES" and "Partially YES" count as YES; "Mostly NO" and "100% NO" as NO.
+    A golden TP needs a YES, a golden TN a NO: "100% YES" and "Partially YES" count as YES,
+    "Mostly NO" and "100% NO" as NO. Misses come in the order of the answers.
     """
-    failures: list[str] = []
+    misses = []
     for role, position, level in answers:
-        if role == "golden_tp" and level not in POSITIVE_LEVELS:
-            failures.append(f"pair {position + 1} is a known match but was answered {level.value}")
-        elif role == "golden_tn" and level in POSITIVE_LEVELS:
-            failures.append(
-                f"pair {position + 1} is a known mismatch but was answered {level.value}"
-            )
-    return GoldenResult(passed=not failures, failures=tuple(failures))
+        if role not in (GOLDEN_TP, GOLDEN_TN):
+            continue
+        is_match = role == GOLDEN_TP
+        if (level in POSITIVE_LEVELS) != is_match:
+            misses.append(GoldenMiss(position + 1, is_match, level))
+    return misses
+
+
+def golden_check(answers: Iterable[tuple[str, int, Level]]) -> GoldenResult:
+    """Check (role, 0-based position, level) answers against their golden pairs."""
+    misses = golden_misses(answers)
+    return GoldenResult(passed=not misses, failures=tuple(miss.describe() for miss in misses))
+
+
+class GoldenDecision(str, Enum):
+    """What the golden policy does with submitted work."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    HOLD = "hold"  # wait for a person (flagged when the check failed)
+
+
+def golden_decision(*, passed: bool, policy: str) -> GoldenDecision:
+    """Decide submitted work from its golden check under a batch's `golden_policy`.
+
+    `approve_or_flag`: pass → approve, fail → a person decides; `approve_or_reject`: pass →
+    approve, fail → reject at once; `review_all`: a person decides every submission.
+    """
+    if passed and policy != "review_all":
+        return GoldenDecision.APPROVE
+    if not passed and policy == "approve_or_reject":
+        return GoldenDecision.REJECT
+    return GoldenDecision.HOLD

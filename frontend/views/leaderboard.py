@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotation.models import Release
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.evaluation import DIRECTIONS, EvaluationError, RankingsByDirection, rankings_parse
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
 

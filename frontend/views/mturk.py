@@ -48,7 +48,7 @@ from annotation.mturk_services import (
     mturk_worker_block,
     signature_valid,
 )
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from api.work import SubmissionSerializer, answer_inputs, submission_summary
 from mitl.judgements import LEVEL_LABELS, SHORTCOMING_LABELS, WRONG_CONCEPT_LABELS, Level
 

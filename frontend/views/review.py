@@ -16,7 +16,7 @@ from annotation.selectors import (
     review_queue,
     worker_stats,
 )
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 
 from .access import staff_required
 

@@ -19,7 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from annotation.models import Batch, Dataset, MachineAnnotator
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.aggregation import RULES as AGGREGATION_RULES
 from mitl.config import GOLDEN_POLICIES, BatchConfig, ConfigError, parse_batch_config
 from mitl.costs import (

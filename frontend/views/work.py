@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from annotation.assignments import hit_assign_next, worker_for_user
 from annotation.models import Assignment, AssignmentStatus, HITItem
 from annotation.selectors import assignment_page
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.judgements import LEVEL_LABELS, SHORTCOMING_LABELS, WRONG_CONCEPT_LABELS, Level
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from annotation.models import MachineAnnotator
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.annotators import AnnotatorError, build_annotator
 
 

@@ -26,7 +26,8 @@ from annotation.models import (
 )
 from mitl.releases import I2T_FILE, T2I_FILE
 
-from .pipeline import STAGE_ORDER, batch_config, stage_advance
+from mitl.config import batch_config
+from .pipeline import STAGE_ORDER, stage_advance
 from .progress import StageTracker
 from .simulate import crowd_simulate
 

@@ -27,7 +27,8 @@ from annotation.models import (
     Ranking,
     Verdict,
 )
-from annotation.services import ORIGINAL_SET, ServiceError
+from annotation.errors import ServiceError
+from annotation.services import ORIGINAL_SET
 from mitl.bias import (
     LEVELS,
     MAX_ANNOTATORS,

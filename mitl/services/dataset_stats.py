@@ -19,7 +19,7 @@ from annotation.models import (
     PositiveSource,
     Query,
 )
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.dataset_stats import DatasetStats, QuerySubset, SetPairs, dataset_stats
 
 from .aggregate import human_set_name

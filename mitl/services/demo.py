@@ -21,7 +21,8 @@ from mitl.positive_sets import set_agreement
 from mitl.releases import I2T_FILE, STATS_FILE, T2I_FILE, positives_by_query
 
 from .annotators import annotator_create
-from .pipeline import batch_config, batch_create, batch_run_until
+from mitl.config import batch_config
+from .pipeline import batch_create, batch_run_until
 from .progress import ProgressListener, StageTracker
 from .simulate import crowd_simulate, synthetic_regenerate
 

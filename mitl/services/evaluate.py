@@ -15,7 +15,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from annotation.models import Caption, Dataset, Evaluation, Release
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.evaluation import (
     DIRECTIONS,
     CaptionSplit,

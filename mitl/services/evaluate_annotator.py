@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from annotation.models import Dataset, Direction, MachineAnnotator, PositivePair, PositiveSet
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.metrics import precision_at_k, recall_at_k
 from mitl.retrieval import retrieve_i2t, retrieve_t2i
 

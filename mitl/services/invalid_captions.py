@@ -16,7 +16,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from annotation.models import Caption, Dataset, InvalidReason, Judgement
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.judgements import Level
 
 

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from annotation.models import Batch, Caption, Dataset, Direction, Image, Query
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 
 from .autopilot import autopilot_request
 from .pipeline import batch_create, batch_start

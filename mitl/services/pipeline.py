@@ -28,8 +28,8 @@ from annotation.models import (
     MachineAnnotator,
     Release,
 )
-from annotation.services import ServiceError
-from mitl.config import BatchConfig, parse_batch_config
+from annotation.errors import ServiceError
+from mitl.config import BatchConfig, batch_config, parse_batch_config
 
 from .aggregate import verdicts_aggregate
 from .build import hits_build
@@ -57,10 +57,6 @@ STAGE_ORDER: tuple[str, ...] = (
 AUTOMATIC_STAGES = frozenset(
     {BatchState.RETRIEVING, BatchState.POOLING, BatchState.BUILDING, BatchState.AGGREGATING}
 )
-
-
-def batch_config(batch: Batch) -> BatchConfig:
-    return parse_batch_config(batch.config)
 
 
 def batch_create(*, dataset: Dataset, name: str, raw_config: Mapping[str, Any]) -> Batch:

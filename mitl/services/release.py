@@ -29,7 +29,8 @@ from annotation.models import (
     Release,
     Verdict,
 )
-from annotation.services import ORIGINAL_SET, ServiceError
+from annotation.errors import ServiceError
+from annotation.services import ORIGINAL_SET
 from mitl.aggregation import RULE_DESCRIPTIONS
 from mitl.bias_html import render_bias_html
 from mitl.config import BatchConfig

@@ -23,7 +23,8 @@ from annotation.assignments import (
 )
 from annotation.importers import parse_eccv_pairs
 from annotation.models import HIT, Batch, Dataset, Worker
-from annotation.services import ServiceError, worker_simulated_get_or_create
+from annotation.errors import ServiceError
+from annotation.services import worker_simulated_get_or_create
 from mitl import synthetic
 from mitl.config import BatchConfig
 from mitl.simulation import WorkerProfile, answer, crowd_profiles, oracle_truth

@@ -44,7 +44,8 @@ def every_table_filled(released_batch, annotators):
 
 @pytest.fixture
 def released_batch(batch):
-    from mitl.services.pipeline import batch_config, batch_run_until
+    from mitl.config import batch_config
+    from mitl.services.pipeline import batch_run_until
     from mitl.services.progress import StageTracker
     from mitl.services.simulate import crowd_simulate
 

@@ -57,7 +57,7 @@ from annotation.selectors import (
     review_queue,
     worker_stats,
 )
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.config import parse_batch_config
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,8 @@ from django.core.management import CommandError, call_command
 
 from annotation.importers import ImportFileError
 from annotation.models import Dataset, PositivePair, PositiveSet
-from annotation.services import ServiceError, dataset_import_tsv, positives_import_cxc
+from annotation.errors import ServiceError
+from annotation.services import dataset_import_tsv, positives_import_cxc
 
 pytestmark = pytest.mark.django_db
 

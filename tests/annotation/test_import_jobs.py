@@ -21,7 +21,8 @@ from annotation.imports import (
     import_staging_dir,
 )
 from annotation.models import Caption, Dataset, Image, ImportJob, PositiveSet
-from annotation.services import ServiceError, dataset_import_tsv
+from annotation.errors import ServiceError
+from annotation.services import dataset_import_tsv
 from annotation.tasks import run_import
 
 pytestmark = pytest.mark.django_db

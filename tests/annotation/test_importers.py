@@ -22,7 +22,8 @@ from annotation.importers import (
     parse_eccv_positives,
 )
 from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
-from annotation.services import ServiceError, dataset_import_tsv, positives_import_eccv
+from annotation.errors import ServiceError
+from annotation.services import dataset_import_tsv, positives_import_eccv
 
 pytestmark = pytest.mark.django_db
 

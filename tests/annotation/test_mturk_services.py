@@ -52,7 +52,7 @@ from annotation.mturk_services import (
     mturk_worker_block,
 )
 from annotation.selectors import review_awaiting_mturk, review_queue
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.config import parse_batch_config
 from mitl.services.aggregate import _golden_answers, verdicts_aggregate
 from mitl.services.progress import StageTracker

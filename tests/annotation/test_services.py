@@ -26,7 +26,8 @@ from annotation.models import (
     Query,
     Worker,
 )
-from annotation.services import ServiceError, worker_simulated_get_or_create
+from annotation.errors import ServiceError
+from annotation.services import worker_simulated_get_or_create
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,8 @@ from rest_framework.test import APIClient
 from annotation.assignments import assignment_submit, hit_assign_next, worker_for_user
 from annotation.models import Assignment, Batch, HITItem, Release
 from mitl.releases import I2T_FILE, T2I_FILE
-from mitl.services.pipeline import batch_config, batch_run_until
+from mitl.config import batch_config
+from mitl.services.pipeline import batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate
 

@@ -10,7 +10,8 @@ from django.urls import reverse
 
 from annotation.models import Batch, Release
 from mitl.releases import bundle_path
-from mitl.services.pipeline import batch_config, batch_run_until
+from mitl.config import batch_config
+from mitl.services.pipeline import batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate
 

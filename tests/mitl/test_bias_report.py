@@ -26,13 +26,15 @@ from annotation.models import (
     Release,
     Verdict,
 )
-from annotation.services import ORIGINAL_SET, ServiceError
+from annotation.errors import ServiceError
+from annotation.services import ORIGINAL_SET
 from mitl.bias import MAX_ANNOTATORS
 from mitl.bias_html import render_bias_html
 from mitl.metrics import recall_at_k
 from mitl.services.annotators import annotator_create
 from mitl.services.bias import bias_report_build
-from mitl.services.pipeline import batch_config, batch_create, batch_run_until
+from mitl.config import batch_config
+from mitl.services.pipeline import batch_create, batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate
 

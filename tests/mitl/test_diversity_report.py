@@ -46,7 +46,7 @@ def test_report_is_shown_with_the_batch_and_in_the_api(batch, client):
 def test_release_carries_the_report_in_its_manifest(batch):
     batch_run_until(batch_id=batch.pk, until="annotating")
     batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
-    from mitl.services.pipeline import batch_config
+    from mitl.config import batch_config
 
     crowd_simulate(
         batch=batch,

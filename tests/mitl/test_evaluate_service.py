@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from annotation.importers import parse_captions_tsv
 from annotation.models import Evaluation, Release
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.evaluation import evaluate, release_load
 from mitl.metrics import coco_recalls
 from mitl.releases import I2T_FILE, T2I_FILE

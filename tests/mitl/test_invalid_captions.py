@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 
 from annotation.assignments import AnswerInput, assignment_create, assignment_submit
 from annotation.models import HIT, Batch, Caption, HITItem, Judgement, Worker
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.services.invalid_captions import (
     caption_mark_invalid,
     caption_unmark_invalid,

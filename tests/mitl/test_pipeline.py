@@ -43,13 +43,13 @@ from annotation.models import (
     Worker,
 )
 from annotation.selectors import batch_progress
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.annotators import build_annotator
 from mitl.config import ConfigError
 from mitl.services.build import hits_build
 from mitl.services.corpus import corpus_load
+from mitl.config import batch_config
 from mitl.services.pipeline import (
-    batch_config,
     batch_create,
     batch_run_until,
     batch_start,

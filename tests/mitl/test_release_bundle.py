@@ -24,13 +24,14 @@ from annotation.models import (
     Release,
     Verdict,
 )
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl import synthetic
 from mitl.aggregation import PAIR_RULES, eccv_verdict
 from mitl.judgements import Level
 from mitl.releases import VERDICT_COLUMNS, bundle_checksum_path, bundle_path
 from mitl.services.bias import bias_report_build
-from mitl.services.pipeline import batch_config, batch_create, batch_run_until
+from mitl.config import batch_config
+from mitl.services.pipeline import batch_create, batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.release import release_create
 from mitl.services.simulate import crowd_simulate, synthetic_regenerate

@@ -8,7 +8,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.image_sources import image_source_open
 from annotation.importers import CAPTION_FORMATS, ImportFileError
-from annotation.services import ServiceError, dataset_import
+from annotation.errors import ServiceError
+from annotation.services import dataset_import
 
 
 class Command(BaseCommand):

@@ -6,9 +6,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.importers import ImportFileError
 from annotation.models import Dataset
+from annotation.errors import ServiceError
 from annotation.services import (
     CXC_MIN_SCORE,
-    ServiceError,
     positives_import_cxc,
     positives_import_eccv,
 )

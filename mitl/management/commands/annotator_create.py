@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.annotators import ANNOTATOR_KINDS
 from mitl.services.annotators import annotator_create
 

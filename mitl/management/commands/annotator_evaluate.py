@@ -6,7 +6,7 @@ from dataclasses import asdict
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Dataset, Direction, MachineAnnotator
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.annotators import AnnotatorError
 from mitl.management.progress_bars import StageBars
 from mitl.services.evaluate_annotator import annotator_evaluate

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Dataset
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.config import ConfigError
 from mitl.services.pipeline import batch_create
 

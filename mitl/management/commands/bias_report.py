@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Batch
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.bias import MAX_ANNOTATORS
 from mitl.bias_html import render_bias_html
 from mitl.services.bias import bias_report_build

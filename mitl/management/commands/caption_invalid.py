@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Caption, Dataset, InvalidReason
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.services.invalid_captions import (
     caption_mark_invalid,
     caption_unmark_invalid,

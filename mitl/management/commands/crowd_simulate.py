@@ -6,9 +6,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.importers import ImportFileError
 from annotation.models import Batch, BatchState
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.management.progress_bars import StageBars
-from mitl.services.pipeline import batch_config
+from mitl.config import batch_config
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate
 

@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Dataset
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
 from mitl.dataset_stats import stats_as_json, stats_table
 from mitl.services.dataset_stats import dataset_stats_compute
 

@@ -6,8 +6,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Batch, BatchState
-from annotation.services import ServiceError
-from mitl.services.pipeline import batch_config
+from annotation.errors import ServiceError
+from mitl.config import batch_config
 from mitl.services.release import release_create
 
 
