@@ -24,7 +24,7 @@ from typing import IO
 
 from PIL import Image, UnidentifiedImageError
 
-from .importers import ImportFileError
+from .parsers import ImportFileError
 
 # Formats a dataset image may have. Pillow's other plugins (EPS, PSD, ...) are never tried:
 # fewer parsers see untrusted bytes, and EPS would hand them to Ghostscript on load.

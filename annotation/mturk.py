@@ -30,6 +30,7 @@ from mitl.judgements import (
     WRONG_CONCEPTS,
     Level,
 )
+from mitl.quality import AUTOMATIC_REJECTION_PREFIX, GoldenMiss
 
 REGION = "us-east-1"  # MTurk's API exists in this region only
 SANDBOX_ENDPOINT = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
@@ -328,16 +329,6 @@ def worker_preview_url(environment: str, hit_group_id: str) -> str:
 # --- feedback ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class GoldenMiss:
-    """A check pair answered wrongly: its 1-based position, whether it matches, the answer."""
-
-    position: int
-    is_match: bool
-    answered: Level
-
-
-AUTOMATIC_PREFIX = "Rejected automatically: "  # the feedback `assignment_submit` writes
 # RequesterFeedback of a submission MTurk has but the platform never received (a worker
 # who posted to externalSubmit without the HIT page, or whose answers were lost).
 MISSING_FEEDBACK = (
@@ -354,7 +345,7 @@ def rejection_feedback(*, reviewer_text: str, misses: Sequence[GoldenMiss]) -> s
     """
     parts = []
     own = reviewer_text.strip()
-    if own and not own.startswith(AUTOMATIC_PREFIX):
+    if own and not own.startswith(AUTOMATIC_REJECTION_PREFIX):
         parts.append(own)
     if misses:
         details = "; ".join(

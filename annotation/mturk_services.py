@@ -36,7 +36,7 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -52,22 +52,10 @@ from django.utils.crypto import constant_time_compare
 
 from mitl.config import parse_batch_config
 from mitl.costs import CostEstimate, mturk_cost
-from mitl.judgements import POSITIVE_LEVELS, Level
-from mitl.quality import golden_check
 
 from . import mturk
-from .assignments import (
-    ACTIVE_STATUSES,
-    AnswerInput,
-    SubmissionResult,
-    answers_from_rows,
-    assignment_create,
-    assignment_review,
-    assignment_submit,
-    hits_lock,
-    hits_recount_slots,
-    worker_block,
-)
+from .errors import ServiceError
+from .handout import ACTIVE_STATUSES, assignment_create, hits_lock, hits_recount_slots
 from .models import (
     HIT,
     Assignment,
@@ -75,13 +63,17 @@ from .models import (
     Batch,
     BatchState,
     HITItem,
-    ItemRole,
-    Judgement,
     Worker,
     WorkerSource,
 )
 from .mturk import MTurkInputError
-from .errors import ServiceError
+from .review import (
+    assignment_decide_confirmed,
+    assignment_golden_misses,
+    assignment_review,
+    worker_block,
+)
+from .submissions import AnswerInput, SubmissionResult, answers_from_rows, assignment_submit
 
 logger = logging.getLogger(__name__)
 
@@ -973,7 +965,7 @@ def _sync_hit(
         # and a person may approve it.
         platform = _mark_confirmed(platform, now)
         if mturk_status in ("Submitted", "Approved"):
-            platform = _decide_confirmed(platform, policy)
+            platform = assignment_decide_confirmed(assignment=platform, policy=policy)
         if mturk_status != "Submitted":  # auto-approved, or decided in MTurk's web UI
             if _MTURK_STATUS.get(platform.status) != mturk_status:
                 report.problems.append(
@@ -988,7 +980,8 @@ def _sync_hit(
             decision, method, bucket = "approved", "approve_assignment", report.approved
         elif platform.status == AssignmentStatus.REJECTED:
             feedback = mturk.rejection_feedback(
-                reviewer_text=platform.feedback, misses=golden_misses(platform)
+                reviewer_text=platform.feedback,
+                misses=assignment_golden_misses(assignment_id=platform.pk),
             )
             params = {"AssignmentId": aid, "RequesterFeedback": feedback}
             decision, method, bucket = "rejected", "reject_assignment", report.rejected
@@ -1022,37 +1015,6 @@ def _mark_confirmed(assignment: Assignment, now: datetime) -> Assignment:
         )
         assignment.confirmed_at = now
     return assignment
-
-
-def _decide_confirmed(assignment: Assignment, policy: str) -> Assignment:
-    """Apply the batch's golden policy to submitted work that MTurk has confirmed.
-
-    Passed work is approved (except under `review_all`); failed work is rejected under
-    `approve_or_reject` and otherwise stays flagged for a person. Work a person already
-    decided is left as it is.
-    """
-    if (
-        assignment.status != AssignmentStatus.SUBMITTED
-        or assignment.reviewed_at is not None
-        or assignment.golden_passed is None
-    ):
-        return assignment
-    if assignment.golden_passed and policy != "review_all":
-        approve, feedback = True, ""
-    elif not assignment.golden_passed and policy == "approve_or_reject":
-        approve, feedback = False, mturk.AUTOMATIC_PREFIX + "; ".join(_golden_failures(assignment))
-    else:
-        return assignment
-    with suppress(ServiceError):  # a person decided meanwhile: theirs stands
-        assignment_review(assignment=assignment, approve=approve, feedback=feedback)
-    return Assignment.objects.select_related("worker").get(pk=assignment.pk)
-
-
-def _golden_failures(assignment: Assignment) -> tuple[str, ...]:
-    rows = Judgement.objects.filter(assignment=assignment).values_list(
-        "item__role", "item__position", "level"
-    )
-    return golden_check((role, position, Level(level)) for role, position, level in rows).failures
 
 
 def _sync_missing(
@@ -1179,23 +1141,6 @@ def _mark_replaced(state: dict[str, Any], *, aid: str, hit: HIT, extra: int) -> 
         counts = dict(state.get("extra", {}))
         counts[str(hit.pk)] = counts.get(str(hit.pk), 0) + extra
         state["extra"] = counts
-
-
-def golden_misses(assignment: Assignment) -> list[mturk.GoldenMiss]:
-    """Return the check pairs an assignment answered wrongly, in page order."""
-    rows = (
-        Judgement.objects.filter(
-            assignment=assignment, item__role__in=[ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN]
-        )
-        .order_by("item__position")
-        .values_list("item__position", "item__role", "level")
-    )
-    misses = []
-    for position, role, level in rows:
-        is_match = role == ItemRole.GOLDEN_TP
-        if (Level(level) in POSITIVE_LEVELS) != is_match:
-            misses.append(mturk.GoldenMiss(position + 1, is_match, Level(level)))
-    return misses
 
 
 def mturk_sync_recorded(*, batch: Batch, client: Any = None) -> list[str]:
@@ -1472,7 +1417,7 @@ def _import_row(
         # Stored from the HIT page and now in MTurk's own results: confirmed, so the
         # batch's golden policy decides it, as the sync would.
         confirmed = _mark_confirmed(existing, now or timezone.now())
-        return _decide_confirmed(confirmed, config.golden_policy), False
+        return assignment_decide_confirmed(assignment=confirmed, policy=config.golden_policy), False
     worker, _ = Worker.objects.get_or_create(
         source=WorkerSource.MTURK, external_id=row.worker_external_id
     )
@@ -1503,7 +1448,8 @@ def _decision(assignment: Assignment) -> tuple[bool, str] | None:
         return True, ""
     if assignment.status == AssignmentStatus.REJECTED:
         feedback = mturk.rejection_feedback(
-            reviewer_text=assignment.feedback, misses=golden_misses(assignment)
+            reviewer_text=assignment.feedback,
+            misses=assignment_golden_misses(assignment_id=assignment.pk),
         )
         return False, feedback
     return None

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from .errors import ServiceError
 from .image_sources import FolderImageSource, ImageSource, name_problem
-from .importers import (
+from .parsers import (
     CaptionRow,
     ImportFileError,
     parse_captions,
@@ -290,7 +290,7 @@ def positives_import_cxc(
     with `ignore_unknown` dropped. Returns the set and the number of positive pairs dropped.
     """
     # Imported here: this function was appended after the module's shared import block.
-    from .importers import CXC_SCORE_RANGE, parse_cxc_sits
+    from .parsers import CXC_SCORE_RANGE, parse_cxc_sits
 
     low, high = CXC_SCORE_RANGE
     if not low <= min_score <= high:

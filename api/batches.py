@@ -14,12 +14,11 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from annotation.errors import ServiceError
 from annotation.models import Batch, BatchState, Dataset
 from annotation.selectors import batch_progress
-from annotation.errors import ServiceError
-from mitl.config import BatchConfig, ConfigError, parse_batch_config
+from mitl.config import BatchConfig, ConfigError, batch_config, parse_batch_config
 from mitl.costs import CENT, estimate_before_retrieval, hits_for, mturk_cost
-from mitl.config import batch_config
 from mitl.services.pipeline import batch_cancel, batch_create, batch_start
 
 from .permissions import IsStaff

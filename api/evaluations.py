@@ -13,8 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.models import Evaluation, Release
 from annotation.errors import ServiceError
+from annotation.models import Evaluation, Release
 from mitl.evaluation import DIRECTIONS, EvaluationError, rankings_parse
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
 

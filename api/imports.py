@@ -20,8 +20,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.importers import CAPTION_FORMATS, CXC_SCORE_RANGE
-from annotation.imports import (
+from annotation.parsers import CAPTION_FORMATS, CXC_SCORE_RANGE
+from annotation.import_jobs import (
     DATASET_PARAMS,
     DATASET_UPLOADS,
     POSITIVES_PARAMS,

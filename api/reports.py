@@ -12,8 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.models import Batch, Dataset
 from annotation.errors import ServiceError
+from annotation.models import Batch, Dataset
 from mitl.dataset_stats import stats_as_json
 from mitl.services.bias import bias_report_build
 from mitl.services.dataset_stats import dataset_stats_compute

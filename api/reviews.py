@@ -10,8 +10,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation.assignments import assignment_review
 from annotation.models import Assignment
+from annotation.review import assignment_review
 from annotation.selectors import assignment_review_rows, review_queue
 
 from .permissions import IsStaff

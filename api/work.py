@@ -17,17 +17,16 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation.assignments import (
+from annotation.errors import ServiceError
+from annotation.handout import hit_assign_next, worker_for_user
+from annotation.models import Assignment, AssignmentStatus
+from annotation.selectors import assignment_page
+from annotation.submissions import (
     AnswerInput,
     SubmissionResult,
     answers_from_rows,
     assignment_submit_own,
-    hit_assign_next,
-    worker_for_user,
 )
-from annotation.models import Assignment, AssignmentStatus
-from annotation.selectors import assignment_page
-from annotation.errors import ServiceError
 from mitl.judgements import OTHER_TEXT_MAX, SHORTCOMINGS, WRONG_CONCEPTS, Level
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from .judgements import POSITIVE_LEVELS, Level
 
+# Feedback of work the golden policy rejected (a person's own words never start with it).
+AUTOMATIC_REJECTION_PREFIX = "Rejected automatically: "
 GOLDEN_TP = "golden_tp"
 GOLDEN_TN = "golden_tn"
 
@@ -58,7 +60,7 @@ def golden_check(answers: Iterable[tuple[str, int, Level]]) -> GoldenResult:
     return GoldenResult(passed=not misses, failures=tuple(miss.describe() for miss in misses))
 
 
-class GoldenDecision(str, Enum):
+class GoldenDecision(StrEnum):
     """What the golden policy does with submitted work."""
 
     APPROVE = "approve"

@@ -6,8 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.safestring import mark_safe
 
-from annotation.models import Batch
 from annotation.errors import ServiceError
+from annotation.models import Batch
 from mitl.bias_html import BIAS_CSS, render_bias_html
 from mitl.services.bias import bias_report_build
 

@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from annotation.models import Caption, Dataset, InvalidReason
 from annotation.errors import ServiceError
+from annotation.models import Caption, Dataset, InvalidReason
 from mitl.services.invalid_captions import (
     caption_mark_invalid,
     caption_unmark_invalid,

@@ -12,8 +12,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from annotation.importers import CAPTION_FORMATS
-from annotation.imports import ImportRequestError, import_job_create
+from annotation.parsers import CAPTION_FORMATS
+from annotation.import_jobs import ImportRequestError, import_job_create
 from annotation.models import (
     Batch,
     Caption,

@@ -10,8 +10,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from annotation.models import Release
 from annotation.errors import ServiceError
+from annotation.models import Release
 from mitl.evaluation import DIRECTIONS, EvaluationError, RankingsByDirection, rankings_parse
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
 

@@ -21,7 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import mturk
-from annotation.assignments import assignment_review
+from annotation.errors import ServiceError
 from annotation.models import (
     HIT,
     Assignment,
@@ -48,7 +48,7 @@ from annotation.mturk_services import (
     mturk_worker_block,
     signature_valid,
 )
-from annotation.errors import ServiceError
+from annotation.review import assignment_review
 from api.work import SubmissionSerializer, answer_inputs, submission_summary
 from mitl.judgements import LEVEL_LABELS, SHORTCOMING_LABELS, WRONG_CONCEPT_LABELS, Level
 

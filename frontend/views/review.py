@@ -7,8 +7,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from annotation.assignments import assignment_review, worker_block
+from annotation.errors import ServiceError
 from annotation.models import Assignment, Worker
+from annotation.review import assignment_review, worker_block
 from annotation.selectors import (
     assignment_review_rows,
     goldens_suspect,
@@ -16,7 +17,6 @@ from annotation.selectors import (
     review_queue,
     worker_stats,
 )
-from annotation.errors import ServiceError
 
 from .access import staff_required
 

@@ -18,8 +18,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from annotation.models import Batch, Dataset, MachineAnnotator
 from annotation.errors import ServiceError
+from annotation.models import Batch, Dataset, MachineAnnotator
 from mitl.aggregation import RULES as AGGREGATION_RULES
 from mitl.config import GOLDEN_POLICIES, BatchConfig, ConfigError, parse_batch_config
 from mitl.costs import (

@@ -10,10 +10,10 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from annotation.assignments import hit_assign_next, worker_for_user
+from annotation.errors import ServiceError
+from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, AssignmentStatus, HITItem
 from annotation.selectors import assignment_page
-from annotation.errors import ServiceError
 from mitl.judgements import LEVEL_LABELS, SHORTCOMING_LABELS, WRONG_CONCEPT_LABELS, Level
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from annotation.assignments import assignment_review
+from annotation.review import assignment_review
 from annotation.models import (
     Assignment,
     AssignmentStatus,

@@ -13,7 +13,7 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from annotation.assignments import assignment_review
+from annotation.review import assignment_review
 from annotation.models import Assignment, AssignmentStatus, Batch, BatchState, Dataset, Release
 from annotation.services import dataset_import_tsv
 from mitl import synthetic

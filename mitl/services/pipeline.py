@@ -18,7 +18,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, F, Q
 
-from annotation.assignments import assignments_close_batch
+from annotation.handout import assignments_close_batch
 from annotation.models import (
     HIT,
     AssignmentStatus,

@@ -14,14 +14,9 @@ from pathlib import Path
 import numpy as np
 from django.db.models import Count, Q
 
-from annotation.assignments import (
-    ACTIVE_STATUSES,
-    AnswerInput,
-    SubmissionResult,
-    assignment_create,
-    assignment_submit,
-)
-from annotation.importers import parse_eccv_pairs
+from annotation.handout import ACTIVE_STATUSES, assignment_create
+from annotation.submissions import AnswerInput, SubmissionResult, assignment_submit
+from annotation.parsers import parse_eccv_pairs
 from annotation.models import HIT, Batch, Dataset, Worker
 from annotation.errors import ServiceError
 from annotation.services import worker_simulated_get_or_create

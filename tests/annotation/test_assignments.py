@@ -19,18 +19,14 @@ from django.db import connection
 from django.db.models import Count
 from django.urls import reverse
 
-from annotation.assignments import (
+from annotation.errors import ServiceError
+from annotation.handout import (
     ACTIVE_STATUSES,
-    AnswerInput,
-    SubmissionResult,
     assignment_create,
-    assignment_review,
-    assignment_submit,
     assignments_close_batch,
     assignments_expire,
     hit_assign_next,
     hits_recount_slots,
-    worker_block,
     worker_for_user,
 )
 from annotation.models import (
@@ -50,6 +46,7 @@ from annotation.models import (
     Worker,
 )
 from annotation.mturk_services import mturk_assignment_open, mturk_assignment_submit
+from annotation.review import assignment_review, worker_block
 from annotation.selectors import (
     assignment_page,
     assignment_review_rows,
@@ -57,7 +54,7 @@ from annotation.selectors import (
     review_queue,
     worker_stats,
 )
-from annotation.errors import ServiceError
+from annotation.submissions import AnswerInput, SubmissionResult, assignment_submit
 from mitl.config import parse_batch_config
 
 pytestmark = pytest.mark.django_db

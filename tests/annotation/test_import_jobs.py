@@ -13,7 +13,8 @@ from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image as PILImage
 
-from annotation.imports import (
+from annotation.errors import ServiceError
+from annotation.import_jobs import (
     ImportRequestError,
     ProgressWriter,
     import_job_create,
@@ -21,7 +22,6 @@ from annotation.imports import (
     import_staging_dir,
 )
 from annotation.models import Caption, Dataset, Image, ImportJob, PositiveSet
-from annotation.errors import ServiceError
 from annotation.services import dataset_import_tsv
 from annotation.tasks import run_import
 

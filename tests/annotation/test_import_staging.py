@@ -12,7 +12,7 @@ from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from annotation.imports import (
+from annotation.import_jobs import (
     import_job_create,
     import_staging_clean,
     import_staging_dir,

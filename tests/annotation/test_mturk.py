@@ -15,8 +15,9 @@ import pytest
 from botocore.validate import ParamValidator
 
 from annotation import mturk
-from annotation.mturk import GoldenMiss, HitTypeSettings, MTurkInputError
+from annotation.mturk import HitTypeSettings, MTurkInputError
 from mitl.judgements import Level
+from mitl.quality import GoldenMiss
 
 MODEL = botocore.session.get_session().get_service_model("mturk")
 

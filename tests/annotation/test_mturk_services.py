@@ -24,17 +24,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from annotation import mturk, mturk_services
-from annotation.assignments import (
-    AnswerInput,
-    assignment_create,
-    assignment_review,
-    hit_assign_next,
-)
+from annotation.errors import ServiceError
+from annotation.handout import assignment_create, hit_assign_next
 from annotation.models import HIT, Assignment, Batch, HITItem, ItemRole, Judgement, Verdict, Worker
 from annotation.mturk_services import (
     MTurkError,
     SyncRunning,
-    golden_misses,
     hit_page_path,
     mturk_assignment_open,
     mturk_assignment_submit,
@@ -51,9 +46,11 @@ from annotation.mturk_services import (
     mturk_sync_recorded,
     mturk_worker_block,
 )
+from annotation.review import assignment_golden_misses, assignment_review
 from annotation.selectors import review_awaiting_mturk, review_queue
-from annotation.errors import ServiceError
+from annotation.submissions import AnswerInput
 from mitl.config import parse_batch_config
+from mitl.quality import AUTOMATIC_REJECTION_PREFIX
 from mitl.services.aggregate import _golden_answers, verdicts_aggregate
 from mitl.services.progress import StageTracker
 
@@ -795,7 +792,7 @@ def test_confirmed_work_that_fails_under_approve_or_reject_is_rejected_with_feed
     assert (report.rejected, report.replaced) == (["3A01"], ["3A01"])
     rejected = Assignment.objects.get(pk=failed.pk)
     assert rejected.status == "rejected"
-    assert rejected.feedback.startswith(mturk.AUTOMATIC_PREFIX)
+    assert rejected.feedback.startswith(AUTOMATIC_REJECTION_PREFIX)
     assert rejected.reviewed_by is None
 
 
@@ -1094,7 +1091,7 @@ def test_imported_work_rejected_by_the_golden_policy_gets_feedback(annotating_ba
     report = mturk_results_import(batch=annotating_batch, text=text, source="r.csv")
     approve, feedback = report.decisions["3AOFF0"]
     assignment = Assignment.objects.get(external_id="3AOFF0")
-    (miss,) = golden_misses(assignment)
+    (miss,) = assignment_golden_misses(assignment_id=assignment.pk)
     assert not approve
     assert f"pair {miss.position} does not match its description" in feedback
 

@@ -28,7 +28,7 @@ from moto.server import ThreadedMotoServer
 from PIL import Image as PILImage
 
 from annotation.image_sources import ImageSourceError, S3ImageSource, image_source_open
-from annotation.importers import ImportFileError
+from annotation.parsers import ImportFileError
 from annotation.models import Caption, Dataset, Image, PositiveSet
 from annotation.services import dataset_import, dataset_import_tsv
 from mitl.services.corpus import corpus_load
@@ -351,7 +351,7 @@ def test_job_with_images_s3_imports_from_one_bucket_into_another(
 ):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from annotation.imports import import_job_create, import_job_run
+    from annotation.import_jobs import import_job_create, import_job_run
 
     settings.VAR_DIR = tmp_path / "var"
     captions = SimpleUploadedFile("captions.tsv", ("\n".join([HEADER, *ROWS]) + "\n").encode())
@@ -375,7 +375,7 @@ def test_job_with_a_missing_s3_image_is_refused_before_it_is_queued(
 ):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from annotation.imports import ImportRequestError, import_job_create
+    from annotation.import_jobs import ImportRequestError, import_job_create
 
     settings.VAR_DIR = tmp_path / "var"
     rows = [*ROWS, "41\t4\td.png\tA yellow square."]

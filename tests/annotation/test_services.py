@@ -7,12 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from annotation.assignments import (
-    AnswerInput,
-    assignment_create,
-    assignment_review,
-    assignment_submit,
-)
+from annotation.errors import ServiceError
+from annotation.handout import assignment_create
 from annotation.models import (
     HIT,
     Assignment,
@@ -26,8 +22,9 @@ from annotation.models import (
     Query,
     Worker,
 )
-from annotation.errors import ServiceError
+from annotation.review import assignment_review
 from annotation.services import worker_simulated_get_or_create
+from annotation.submissions import AnswerInput, assignment_submit
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation.assignments import hit_assign_next
+from annotation.handout import hit_assign_next
 from annotation.models import Assignment, Worker
 from annotation.tasks import expire_assignments
 

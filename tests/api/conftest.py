@@ -9,10 +9,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotation.assignments import assignment_submit, hit_assign_next, worker_for_user
+from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, Batch, HITItem, Release
-from mitl.releases import I2T_FILE, T2I_FILE
+from annotation.submissions import assignment_submit
 from mitl.config import batch_config
+from mitl.releases import I2T_FILE, T2I_FILE
 from mitl.services.pipeline import batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate
@@ -79,7 +80,7 @@ def own_assignment(annotating_batch, annotator_user) -> Assignment:
 @pytest.fixture
 def flagged_assignment(own_assignment) -> Assignment:
     """The annotator's submission that failed the golden check: it waits for review."""
-    from annotation.assignments import AnswerInput
+    from annotation.submissions import AnswerInput
 
     answers = [
         AnswerInput(item_id=a["item"], level=a["level"], elapsed_ms=a["elapsed_ms"])

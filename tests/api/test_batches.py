@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from annotation.assignments import hit_assign_next, worker_for_user
+from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, Batch, Query
 from mitl.costs import hits_for
 from mitl.services.pipeline import (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.assignments import AnswerInput
 from annotation.models import Assignment, Batch
 from annotation.mturk_services import mturk_assignment_open, mturk_assignment_submit
+from annotation.submissions import AnswerInput
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.assignments import hit_assign_next, worker_for_user
+from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import HITItem
 
 from .conftest import answers_for

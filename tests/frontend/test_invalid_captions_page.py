@@ -7,8 +7,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from annotation.assignments import AnswerInput, assignment_create, assignment_submit
+from annotation.handout import assignment_create
 from annotation.models import HIT, Caption, Worker
+from annotation.submissions import AnswerInput, assignment_submit
 from mitl.services.invalid_captions import caption_mark_invalid, invalid_captions_review
 from mitl.services.pipeline import batch_run_until
 

@@ -9,8 +9,8 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.models import Batch, Release
-from mitl.releases import bundle_path
 from mitl.config import batch_config
+from mitl.releases import bundle_path
 from mitl.services.pipeline import batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate

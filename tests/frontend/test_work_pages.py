@@ -6,9 +6,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from annotation.assignments import AnswerInput
 from annotation.models import Assignment, HITItem, Judgement
 from annotation.mturk_services import mturk_assignment_open, mturk_assignment_submit
+from annotation.submissions import AnswerInput
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from annotation.importers import parse_captions_tsv  # noqa: E402
+from annotation.parsers import parse_captions_tsv  # noqa: E402
 from mitl import clip_training  # noqa: E402
 from mitl.annotators.base import Corpus  # noqa: E402
 from mitl.annotators.open_clip import OpenClipAnnotator  # noqa: E402

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.importers import parse_captions_tsv
+from annotation.parsers import parse_captions_tsv
 from annotation.models import Evaluation, Release
 from annotation.errors import ServiceError
 from mitl.evaluation import evaluate, release_load

@@ -10,9 +10,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, transaction
 
-from annotation.assignments import AnswerInput, assignment_create, assignment_submit
-from annotation.models import HIT, Batch, Caption, HITItem, Judgement, Worker
 from annotation.errors import ServiceError
+from annotation.handout import assignment_create
+from annotation.models import HIT, Batch, Caption, HITItem, Judgement, Worker
+from annotation.submissions import AnswerInput, assignment_submit
 from mitl.services.invalid_captions import (
     caption_mark_invalid,
     caption_unmark_invalid,

@@ -16,12 +16,8 @@ import numpy as np
 import pytest
 from django.conf import settings
 
-from annotation.assignments import (
-    AnswerInput,
-    assignment_create,
-    assignment_review,
-    assignment_submit,
-)
+from annotation.errors import ServiceError
+from annotation.handout import assignment_create
 from annotation.models import (
     HIT,
     Assignment,
@@ -42,13 +38,13 @@ from annotation.models import (
     Verdict,
     Worker,
 )
+from annotation.review import assignment_review
 from annotation.selectors import batch_progress
-from annotation.errors import ServiceError
+from annotation.submissions import AnswerInput, assignment_submit
 from mitl.annotators import build_annotator
-from mitl.config import ConfigError
+from mitl.config import ConfigError, batch_config
 from mitl.services.build import hits_build
 from mitl.services.corpus import corpus_load
-from mitl.config import batch_config
 from mitl.services.pipeline import (
     batch_create,
     batch_run_until,

@@ -6,9 +6,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.image_sources import image_source_open
-from annotation.importers import CAPTION_FORMATS, ImportFileError
 from annotation.errors import ServiceError
+from annotation.image_sources import image_source_open
+from annotation.parsers import CAPTION_FORMATS, ImportFileError
 from annotation.services import dataset_import
 
 

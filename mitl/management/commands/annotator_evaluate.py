@@ -5,8 +5,8 @@ from dataclasses import asdict
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.models import Dataset, Direction, MachineAnnotator
 from annotation.errors import ServiceError
+from annotation.models import Dataset, Direction, MachineAnnotator
 from mitl.annotators import AnnotatorError
 from mitl.management.progress_bars import StageBars
 from mitl.services.evaluate_annotator import annotator_evaluate

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.models import Dataset
 from annotation.errors import ServiceError
+from annotation.models import Dataset
 from mitl.config import ConfigError
 from mitl.services.pipeline import batch_create
 

@@ -5,8 +5,8 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.models import Batch, BatchStageProgress, BatchState
 from annotation.errors import ServiceError
+from annotation.models import Batch, BatchStageProgress, BatchState
 from mitl.management.progress_bars import StageBars
 from mitl.services.pipeline import STAGE_ORDER, batch_run_until, batch_start
 from mitl.tasks import close_annotation

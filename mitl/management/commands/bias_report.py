@@ -5,8 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.models import Batch
 from annotation.errors import ServiceError
+from annotation.models import Batch
 from mitl.bias import MAX_ANNOTATORS
 from mitl.bias_html import render_bias_html
 from mitl.services.bias import bias_report_build

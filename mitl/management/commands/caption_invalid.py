@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.models import Caption, Dataset, InvalidReason
 from annotation.errors import ServiceError
+from annotation.models import Caption, Dataset, InvalidReason
 from mitl.services.invalid_captions import (
     caption_mark_invalid,
     caption_unmark_invalid,

@@ -4,11 +4,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.importers import ImportFileError
-from annotation.models import Batch, BatchState
 from annotation.errors import ServiceError
-from mitl.management.progress_bars import StageBars
+from annotation.parsers import ImportFileError
+from annotation.models import Batch, BatchState
 from mitl.config import batch_config
+from mitl.management.progress_bars import StageBars
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate
 

@@ -4,8 +4,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.models import Dataset
 from annotation.errors import ServiceError
+from annotation.models import Dataset
 from mitl.dataset_stats import stats_as_json, stats_table
 from mitl.services.dataset_stats import dataset_stats_compute
 

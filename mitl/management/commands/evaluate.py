@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.importers import ImportFileError, parse_captions_tsv
+from annotation.parsers import ImportFileError, parse_captions_tsv
 from mitl.evaluation import (
     CaptionSplit,
     EvaluationError,

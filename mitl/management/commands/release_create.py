@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.models import Batch, BatchState
 from annotation.errors import ServiceError
+from annotation.models import Batch, BatchState
 from mitl.config import batch_config
 from mitl.services.release import release_create
 

@@ -37,15 +37,15 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from .errors import ServiceError
 from .image_sources import (
     ImageSource,
     S3ImageSource,
     ZipImageSource,
     s3_uri_parse,
 )
-from .importers import CAPTION_FORMATS, ImportFileError, parse_cxc_sits, parse_eccv_positives
+from .parsers import CAPTION_FORMATS, ImportFileError, parse_cxc_sits, parse_eccv_positives
 from .models import Dataset, ImportJob, ImportKind, ImportStatus, PositiveSet
-from .errors import ServiceError
 from .services import (
     CXC_MIN_SCORE,
     dataset_import,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.importers import (
+from annotation.parsers import (
     CaptionRow,
     ImportFileError,
     parse_captions,

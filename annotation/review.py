@@ -1,0 +1,166 @@
+"""Reviewing crowd work: the golden policy, a person's approve/reject, and blocking workers.
+
+The golden policy is decided by one pure function (`mitl.quality.golden_decision`); this
+module applies it at submission (`golden_policy_apply`), when MTurk confirms work stored
+from its frame (`assignment_decide_confirmed`), and reads golden misses for feedback.
+Locks follow `handout.hits_lock`'s order: the HIT before its assignments.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from mitl.judgements import Level
+from mitl.quality import (
+    AUTOMATIC_REJECTION_PREFIX,
+    GoldenDecision,
+    GoldenMiss,
+    golden_decision,
+    golden_misses,
+)
+
+from .errors import ServiceError
+from .handout import hits_lock, hits_recount_slots
+from .models import Assignment, AssignmentStatus, Judgement, Worker
+
+
+def assignment_golden_misses(*, assignment_id: int) -> list[GoldenMiss]:
+    """Return the golden pairs an assignment answered wrongly, in page order (one query)."""
+    rows = (
+        Judgement.objects.filter(assignment_id=assignment_id)
+        .order_by("item__position")
+        .values_list("item__role", "item__position", "level")
+    )
+    return golden_misses((role, position, Level(level)) for role, position, level in rows)
+
+
+def golden_policy_apply(
+    assignment: Assignment,
+    *,
+    misses: list[GoldenMiss],
+    policy: str,
+    now: datetime,
+) -> None:
+    """Record a locked assignment's submission and decide it by the batch's golden policy.
+
+    The caller holds the HIT's row and the assignment's (see `handout.hits_lock`).
+    """
+    passed = not misses
+    decision = golden_decision(passed=passed, policy=policy)
+    assignment.submitted_at = now
+    assignment.golden_passed = passed
+    if decision is GoldenDecision.APPROVE:
+        assignment.status = AssignmentStatus.APPROVED
+        assignment.reviewed_at = now
+    elif decision is GoldenDecision.REJECT:
+        assignment.status = AssignmentStatus.REJECTED
+        assignment.reviewed_at = now
+        assignment.feedback = _automatic_feedback(misses)
+    else:
+        assignment.status = AssignmentStatus.SUBMITTED
+        assignment.flagged = not passed
+    assignment.save(
+        update_fields=[
+            "submitted_at",
+            "golden_passed",
+            "status",
+            "reviewed_at",
+            "flagged",
+            "feedback",
+        ]
+    )
+    if assignment.status == AssignmentStatus.REJECTED:
+        hits_recount_slots(hit_ids=[assignment.hit_id])  # the slot is free again
+
+
+def _automatic_feedback(misses: list[GoldenMiss]) -> str:
+    return AUTOMATIC_REJECTION_PREFIX + "; ".join(miss.describe() for miss in misses)
+
+
+def assignment_decide_confirmed(*, assignment: Assignment, policy: str) -> Assignment:
+    """Apply the golden policy to submitted work that MTurk has just confirmed.
+
+    Work stored from MTurk's frame waits unapproved until MTurk lists it (its ids could be
+    made up); then the policy decides it as it would have at submission. Work a person
+    already decided is left as it is.
+    """
+    if (
+        assignment.status != AssignmentStatus.SUBMITTED
+        or assignment.reviewed_at is not None
+        or assignment.golden_passed is None
+    ):
+        return assignment
+    decision = golden_decision(passed=assignment.golden_passed, policy=policy)
+    if decision is GoldenDecision.HOLD:
+        return assignment
+    feedback = ""
+    if decision is GoldenDecision.REJECT:
+        feedback = _automatic_feedback(assignment_golden_misses(assignment_id=assignment.pk))
+    with suppress(ServiceError):  # a person decided meanwhile: theirs stands
+        assignment_review(
+            assignment=assignment, approve=decision is GoldenDecision.APPROVE, feedback=feedback
+        )
+    return Assignment.objects.select_related("worker").get(pk=assignment.pk)
+
+
+_UNCONFIRMED = (
+    "MTurk has not confirmed assignment {aid} yet: the HIT page is public and anyone can make "
+    "up its ids, so it cannot be approved until MTurk lists it. Run `mturk_sync {batch}` "
+    "first (or “Sync now” on the batch's MTurk page); work that MTurk never lists is rejected "
+    "by the sync."
+)
+
+
+def assignment_review(
+    *,
+    assignment: Assignment,
+    approve: bool,
+    feedback: str = "",
+    reviewer: AbstractBaseUser | None = None,
+) -> Assignment:
+    """Approve or reject a submitted assignment; a rejection reopens the slot on its HIT.
+
+    A rejection must say why: the worker reads the feedback. MTurk work that MTurk has not
+    confirmed yet (`Assignment.awaits_mturk`) can be rejected but never approved.
+    """
+    feedback = feedback.strip()
+    if not approve and not feedback:
+        raise ServiceError("say why the work is rejected: the worker sees this feedback")
+    with transaction.atomic():
+        hits_lock(hit_ids=[assignment.hit_id])  # before the assignment: see hits_lock
+        locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
+        if locked.status != AssignmentStatus.SUBMITTED:
+            raise ServiceError(f"only submitted work can be reviewed (this one is {locked.status})")
+        if approve and locked.awaits_mturk:
+            raise ServiceError(
+                _UNCONFIRMED.format(aid=locked.external_id, batch=locked.hit.batch_id)
+            )
+        locked.status = AssignmentStatus.APPROVED if approve else AssignmentStatus.REJECTED
+        locked.flagged = False
+        locked.feedback = feedback
+        locked.reviewed_at = timezone.now()
+        locked.reviewed_by = reviewer
+        locked.save(update_fields=["status", "flagged", "feedback", "reviewed_at", "reviewed_by"])
+        if not approve:
+            hits_recount_slots(hit_ids=[locked.hit_id])
+    return locked
+
+
+def worker_block(*, worker: Worker, blocked: bool) -> Worker:
+    """Block a worker (its open HITs go back to the pool) or unblock it."""
+    with transaction.atomic():
+        Worker.objects.filter(pk=worker.pk).update(is_blocked=blocked)
+        if blocked:
+            open_work = Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED)
+            # The HITs before their assignments (see hits_lock); work taken on another HIT
+            # meanwhile is left to the deadline, as the worker gets no new HIT from now on.
+            hit_ids = hits_lock(hit_ids=open_work.values_list("hit_id", flat=True))
+            open_work.filter(hit_id__in=hit_ids).update(status=AssignmentStatus.EXPIRED)
+            hits_recount_slots(hit_ids=hit_ids)
+    worker.refresh_from_db()
+    return worker

@@ -1,0 +1,259 @@
+"""Submitting crowd work: a whole HIT's answers, checked, stored, and decided by the
+batch's golden policy (`annotation.review`).
+
+The HIT's row is locked before its assignment's (the lock order: `handout.hits_lock`), so a
+submission never waits crosswise with expiry, review or the MTurk page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from django.db import transaction
+from django.db.models import Subquery
+from django.utils import timezone
+
+from mitl.config import batch_config
+from mitl.judgements import Level, validate_followups
+from mitl.quality import golden_misses
+
+from .errors import ServiceError
+from .handout import hits_lock, hits_recount_slots
+from .models import (
+    HIT,
+    Assignment,
+    AssignmentStatus,
+    BatchState,
+    HITItem,
+    Judgement,
+    Worker,
+)
+from .review import assignment_golden_misses, golden_policy_apply
+
+MAX_ELAPSED_MS = 24 * 3600 * 1000  # a day: anything longer is a broken client clock
+
+
+@dataclass(frozen=True)
+class AnswerInput:
+    """One answer as submitted: the HIT item and the worker's choices."""
+
+    item_id: int
+    level: str
+    shortcomings: Sequence[str] = ()
+    wrong_concepts: Sequence[str] = ()
+    other_text: str = ""
+    elapsed_ms: int = 0
+
+
+def answers_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[AnswerInput]:
+    """Build answers from checked rows (keys: item, level, shortcomings, wrong_concepts,
+    other_text, elapsed_ms), as the API and MTurk's results both deliver them."""
+    return [
+        AnswerInput(
+            item_id=row["item"],
+            level=row["level"],
+            shortcomings=row["shortcomings"],
+            wrong_concepts=row["wrong_concepts"],
+            other_text=row["other_text"],
+            elapsed_ms=row["elapsed_ms"],
+        )
+        for row in rows
+    ]
+
+
+@dataclass(frozen=True)
+class SubmissionResult:
+    assignment: Assignment
+    judgements: list[Judgement]
+    golden_failures: tuple[str, ...] = field(default=())
+    created: bool = True  # False when the submission had already been stored
+
+
+def assignment_submit(
+    *,
+    assignment: Assignment,
+    answers: Sequence[AnswerInput],
+    followups_required: bool | None = None,
+    golden_policy: str | None = None,
+    worker: Worker | None = None,
+    now: datetime | None = None,
+) -> SubmissionResult:
+    """Store a worker's answers for a whole HIT and apply the batch's golden policy.
+
+    Every item must be answered exactly once. `approve_or_flag` approves work that passes
+    the golden check and flags the rest for a person; `approve_or_reject` rejects failed
+    work at once; `review_all` leaves every submission to a person. Submitting again
+    returns the stored result unchanged (a double click or a retry never duplicates).
+    With `worker`, only that worker's own assignment is accepted. `followups_required` and
+    `golden_policy` default to the batch's settings.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        hits_lock(hit_ids=[assignment.hit_id])  # the HIT before its assignment: see hits_lock
+        result = _submit_locked(
+            assignment_id=assignment.pk,
+            answers=answers,
+            followups_required=followups_required,
+            golden_policy=golden_policy,
+            worker=worker,
+            now=now,
+        )
+    if result is None:  # recorded as expired, committed above
+        raise ServiceError(_EXPIRED)
+    return result
+
+
+_EXPIRED = "this assignment expired: its time limit has passed; ask for a new HIT"
+
+
+def assignment_submit_own(
+    *, assignment_id: int, worker: Worker, answers: Sequence[AnswerInput]
+) -> SubmissionResult | None:
+    """Submit `worker`'s answers for its own assignment, under the batch's settings.
+
+    Returns None when no such assignment is the worker's: callers answer "not found", so
+    nobody learns that another worker's assignment exists. The ownership check is the lock
+    itself (the HIT of the worker's own assignment), so no query comes before it.
+    """
+    now = timezone.now()
+    own_hit = Assignment.objects.filter(pk=assignment_id, worker=worker).values("hit_id")[:1]
+    with transaction.atomic():
+        # One statement finds the worker's own HIT and locks it (the HIT first: hits_lock).
+        own = HIT.objects.filter(pk=Subquery(own_hit)).select_for_update(no_key=True)
+        if not own.values_list("pk", flat=True):
+            return None
+        result = _submit_locked(
+            assignment_id=assignment_id,
+            answers=answers,
+            followups_required=None,
+            golden_policy=None,
+            worker=worker,
+            now=now,
+        )
+    if result is None:
+        raise ServiceError(_EXPIRED)
+    return result
+
+
+def _submit_locked(
+    *,
+    assignment_id: int,
+    answers: Sequence[AnswerInput],
+    followups_required: bool | None,
+    golden_policy: str | None,
+    worker: Worker | None,
+    now: datetime,
+) -> SubmissionResult | None:
+    """`assignment_submit` once the HIT's row is locked; None when the work just expired."""
+    # The batch comes with the locked row: its state and settings, in one query.
+    locked = (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("hit__batch")
+        .get(pk=assignment_id)
+    )
+    if worker is not None and locked.worker_id != worker.pk:
+        raise ServiceError("this assignment belongs to another worker")
+    late = (
+        locked.status == AssignmentStatus.ACCEPTED
+        and locked.deadline is not None
+        and locked.deadline < now
+    )
+    if late:  # recorded, then refused below, outside the transaction
+        locked.status = AssignmentStatus.EXPIRED
+        locked.save(update_fields=["status"])
+        hits_recount_slots(hit_ids=[locked.hit_id])
+    elif locked.status not in (AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED):
+        stored = list(locked.judgements.order_by("item__position"))
+        return SubmissionResult(
+            assignment=locked,
+            judgements=stored,
+            golden_failures=tuple(
+                miss.describe() for miss in assignment_golden_misses(assignment_id=locked.pk)
+            ),
+            created=False,
+        )
+    elif locked.status == AssignmentStatus.ACCEPTED:
+        batch = locked.hit.batch
+        if batch.state != BatchState.ANNOTATING:  # closed early, or cancelled: verdicts set
+            raise ServiceError(f"this HIT's batch is {batch.state} and takes no more answers")
+        config = batch_config(batch)
+        if followups_required is None:
+            followups_required = config.followups
+        items = {
+            pk: _ItemRow(role=role, position=position)
+            for pk, role, position in HITItem.objects.filter(hit_id=locked.hit_id).values_list(
+                "pk", "role", "position"
+            )
+        }
+        judgements = _build_judgements(locked, items, answers, followups_required)
+        Judgement.objects.bulk_create(judgements)
+        misses = golden_misses(
+            (items[j.item_id].role, items[j.item_id].position, Level(j.level)) for j in judgements
+        )
+        golden_policy_apply(
+            locked, misses=misses, policy=golden_policy or config.golden_policy, now=now
+        )
+        return SubmissionResult(
+            assignment=locked,
+            judgements=judgements,
+            golden_failures=tuple(miss.describe() for miss in misses),
+        )
+    return None
+
+
+class _ItemRow(NamedTuple):
+    """What a submission needs of a HIT item: golden role and page position."""
+
+    role: str
+    position: int
+
+
+def _build_judgements(
+    assignment: Assignment,
+    items: Mapping[int, _ItemRow],
+    answers: Sequence[AnswerInput],
+    followups_required: bool,
+) -> list[Judgement]:
+    answered = [answer.item_id for answer in answers]
+    if len(set(answered)) != len(answered):
+        raise ServiceError("an item was answered twice")
+    foreign = sorted(set(answered) - set(items))
+    if foreign:
+        raise ServiceError(f"item {foreign[0]} does not belong to this HIT")
+    missing = sorted(set(items) - set(answered))
+    if missing:
+        raise ServiceError(f"{len(missing)} of {len(items)} pairs are not answered")
+    judgements = []
+    for answer in answers:
+        position = items[answer.item_id].position + 1
+        try:
+            level = Level(answer.level)
+            shortcomings, concepts = validate_followups(
+                level=level,
+                shortcomings=answer.shortcomings,
+                wrong_concepts=answer.wrong_concepts,
+                other_text=answer.other_text,
+                required=followups_required,
+            )
+        except ValueError as exc:
+            raise ServiceError(f"pair {position}: {exc}") from exc
+        if not 0 <= answer.elapsed_ms <= MAX_ELAPSED_MS:
+            raise ServiceError(
+                f"pair {position}: elapsed time must be between 0 and {MAX_ELAPSED_MS} ms "
+                f"(got {answer.elapsed_ms})"
+            )
+        judgements.append(
+            Judgement(
+                assignment=assignment,
+                item_id=answer.item_id,
+                level=level.value,
+                shortcomings=shortcomings,
+                wrong_concepts=concepts,
+                other_text=answer.other_text.strip(),
+                elapsed_ms=answer.elapsed_ms,
+            )
+        )
+    return judgements
