@@ -44,8 +44,8 @@ from .image_sources import (
     ZipImageSource,
     s3_uri_parse,
 )
-from .parsers import CAPTION_FORMATS, ImportFileError, parse_cxc_sits, parse_eccv_positives
 from .models import Dataset, ImportJob, ImportKind, ImportStatus, PositiveSet
+from .parsers import CAPTION_FORMATS, ImportFileError, parse_cxc_sits, parse_eccv_positives
 from .services import (
     CXC_MIN_SCORE,
     dataset_import,

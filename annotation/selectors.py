@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
 from statistics import median
 from typing import Any
 
-from django.db.models import Sum
+from django.db.models import Count, Q, Sum
 from django.urls import reverse
 
+from mitl.config import batch_config
+from mitl.costs import BatchEstimate, cost_estimate
 from mitl.judgements import (
     LEVEL_LABELS,
     POSITIVE_LEVELS,
@@ -18,21 +24,29 @@ from mitl.judgements import (
     WRONG_CONCEPT_LABELS,
     Level,
 )
+from mitl.release_files import bundle_path
 
 from .models import (
+    HIT,
     Assignment,
     AssignmentStatus,
     Batch,
     BatchState,
     Caption,
+    Dataset,
     HITItem,
     Image,
     ItemRole,
     Judgement,
+    PositiveSet,
+    Release,
     Worker,
     mturk_unconfirmed,
 )
 
+# States whose HITs are all built, and the state in which the candidates are all pooled.
+_BUILT = frozenset({BatchState.ANNOTATING, BatchState.AGGREGATING, BatchState.RELEASED})
+_POOLED = frozenset({BatchState.BUILDING})
 PIPELINE_STAGES: tuple[str, ...] = (
     BatchState.RETRIEVING,
     BatchState.POOLING,
@@ -68,31 +82,50 @@ def diversity_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def assignment_page(*, assignment: Assignment) -> dict[str, Any]:
-    """Return what the HIT page shows: the pairs in order, without their roles.
+def hit_page_content(*, hit: HIT, image_url: Callable[[int], str]) -> dict[str, Any]:
+    """Return what a HIT page shows: the pairs in order without their roles, whether it asks
+    why, and the labels of the answers and reasons.
 
-    Golden pairs must look exactly like the others, so nothing here tells them apart.
+    The platform's page and MTurk's frame show the same content; `image_url` gives an item's
+    image link there (asked only for items whose image has a file). Golden pairs must look
+    exactly like the others, so nothing here tells them apart.
     """
     # Plain rows, not model instances: every "next HIT" builds this page.
     items = (
-        HITItem.objects.filter(hit_id=assignment.hit_id)
+        HITItem.objects.filter(hit_id=hit.pk)
         .order_by("position")
         .values_list("pk", "position", "image__file", "caption__text")
     )
     return {
-        "followups": assignment.hit.batch.config.get("followups", True),
+        "followups": batch_config(hit.batch).followups,
         "items": [
             {
                 "id": pk,
                 "position": position,
-                "image_url": reverse("frontend:item-image", args=[assignment.pk, pk])
-                if image_file
-                else None,
+                "image_url": image_url(pk) if image_file else None,
                 "caption": caption,
             }
             for pk, position, image_file, caption in items
         ],
+        "levels": [
+            (level.value, LEVEL_LABELS[level], index + 1) for index, level in enumerate(Level)
+        ],
+        # The page's script reads the levels that ask why from a data attribute, as JSON.
+        "middle_levels": json.dumps([Level.WEAK_YES.value, Level.WEAK_NO.value]),
+        "shortcomings": list(SHORTCOMING_LABELS.items()),
+        "wrong_concepts": list(WRONG_CONCEPT_LABELS.items()),
     }
+
+
+def item_image_url(assignment_id: int, item_id: int) -> str:
+    """Return the platform's link to a HIT item's image, for the worker who holds the HIT."""
+    return reverse("frontend:item-image", args=[assignment_id, item_id])
+
+
+def assignment_page(*, assignment: Assignment) -> dict[str, Any]:
+    """Return the pairs (with the worker's image links) and follow-ups of an assignment's HIT."""
+    page = hit_page_content(hit=assignment.hit, image_url=partial(item_image_url, assignment.pk))
+    return {"followups": page["followups"], "items": page["items"]}
 
 
 def review_queue(*, limit: int = 200) -> list[Assignment]:
@@ -107,6 +140,17 @@ def review_queue(*, limit: int = 200) -> list[Assignment]:
         .select_related("worker", "hit__batch")
         .order_by("-flagged", "submitted_at")[:limit]
     )
+
+
+def quality_overview() -> dict[str, int]:
+    """Count work waiting for a person (flagged among it), workers and blocked workers."""
+    waiting = Assignment.objects.filter(status=AssignmentStatus.SUBMITTED)
+    return {
+        "waiting": waiting.count(),
+        "flagged": waiting.filter(flagged=True).count(),
+        "workers": Worker.objects.count(),
+        "blocked": Worker.objects.filter(is_blocked=True).count(),
+    }
 
 
 def review_awaiting_mturk() -> int:
@@ -261,3 +305,82 @@ def goldens_suspect(*, min_answers: int = 3, min_failure_share: float = 0.5) -> 
         ),
         key=lambda s: (-s.failures / s.answers, -s.answers),
     )
+
+
+def dataset_rows(*, datasets: Iterable[Dataset]) -> list[dict[str, Any]]:
+    """Return each dataset with its counts and positive sets, in a fixed number of queries."""
+    datasets = list(datasets)
+    ids = [dataset.pk for dataset in datasets]
+    images = dict(
+        Image.objects.filter(dataset_id__in=ids)
+        .values_list("dataset_id")
+        .annotate(n=Count("pk"))
+        .values_list("dataset_id", "n")
+    )
+    captions = {
+        row["dataset_id"]: row
+        for row in Caption.objects.filter(dataset_id__in=ids)
+        .values("dataset_id")
+        .annotate(total=Count("pk"), invalid=Count("pk", filter=Q(is_invalid=True)))
+    }
+    sets: dict[int, list[PositiveSet]] = {pk: [] for pk in ids}
+    for positive_set in (
+        PositiveSet.objects.filter(dataset_id__in=ids)
+        .annotate(n_pairs=Count("pairs"))
+        .order_by("created_at", "name")
+    ):
+        sets[positive_set.dataset_id].append(positive_set)
+    return [
+        {
+            "dataset": dataset,
+            "images": images.get(dataset.pk, 0),
+            "captions": captions.get(dataset.pk, {}).get("total", 0),
+            "invalid_captions": captions.get(dataset.pk, {}).get("invalid", 0),
+            "positive_sets": sets[dataset.pk],
+        }
+        for dataset in datasets
+    ]
+
+
+def batch_counts(*, batch: Batch) -> dict[str, Any]:
+    """Return a batch's queries, candidates, HITs and assignments per status."""
+    by_status = (
+        batch.hits.values("assignments__status")
+        .exclude(assignments__status=None)
+        .annotate(n=Count("assignments"))
+        .order_by()
+    )
+    return {
+        "queries": batch.queries.count(),
+        "candidates": batch.candidates.count(),
+        "hits": batch.hits.count(),
+        "assignments": {row["assignments__status"]: row["n"] for row in by_status},
+    }
+
+
+def batch_cost_estimate(*, batch: Batch, reward: Decimal) -> BatchEstimate:
+    """Estimate a batch's cost from its HITs once built, its candidates once pooled."""
+    hits = candidates = None
+    if batch.state in _BUILT or (batch.state == BatchState.CANCELLED and batch.hits.exists()):
+        hits = batch.hits.count()
+    elif batch.state in _POOLED:
+        candidates = batch.candidates.count()
+    return cost_estimate(
+        config=batch_config(batch), reward_per_assignment=reward, candidates=candidates, hits=hits
+    )
+
+
+@dataclass(frozen=True)
+class ReleaseZip:
+    """A release's zip on disk and the name a download gives it."""
+
+    path: Path
+    filename: str
+
+
+def release_zip(*, release: Release) -> ReleaseZip | None:
+    """Return the release's zip, or None when it is missing (older release, moved files)."""
+    path = bundle_path(Path(release.path))
+    if not path.is_file():
+        return None
+    return ReleaseZip(path=path, filename=f"{release.name}-v{release.version}.zip")

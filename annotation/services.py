@@ -16,13 +16,6 @@ from django.db import transaction
 
 from .errors import ServiceError
 from .image_sources import FolderImageSource, ImageSource, name_problem
-from .parsers import (
-    CaptionRow,
-    ImportFileError,
-    parse_captions,
-    parse_eccv_positives,
-    parse_labels_json,
-)
 from .models import (
     Caption,
     Dataset,
@@ -34,6 +27,13 @@ from .models import (
     WorkerSource,
 )
 from .models.dataset import FILE_NAME_MAX
+from .parsers import (
+    CaptionRow,
+    ImportFileError,
+    parse_captions,
+    parse_eccv_positives,
+    parse_labels_json,
+)
 
 ProgressCallback = Callable[[int, int], None]
 ORIGINAL_SET = "original"

@@ -38,7 +38,7 @@ def clean_import_staging() -> int:
     return len(import_staging_clean(older_than=age))
 
 
-# The soft limit lets a sync give its batch's lease back (see mturk_services.SYNC_LEASE).
+# The soft limit lets a sync give its batch's lease back (see mturk.sync.SYNC_LEASE).
 @shared_task(
     name="annotation.mturk_sync", ignore_result=True, soft_time_limit=29 * 60, time_limit=30 * 60
 )
@@ -49,7 +49,7 @@ def mturk_sync(batch_id: int | None = None) -> dict[int, list[str]]:
     calls nothing on MTurk.
     """
     from .models import Batch  # the MTurk services load on first use, not at start-up
-    from .mturk_services import mturk_sync_published, mturk_sync_recorded
+    from .mturk.sync import mturk_sync_published, mturk_sync_recorded
 
     if batch_id is None:
         return mturk_sync_published()
@@ -60,7 +60,8 @@ def mturk_sync(batch_id: int | None = None) -> dict[int, list[str]]:
 def mturk_publish(batch_id: int, production: bool = False) -> list[str]:
     """Publish a batch's HITs on MTurk; the outcome is kept in Batch.mturk["last_publish"]."""
     from .models import Batch
-    from .mturk_services import MTurkError, mturk_publish_recorded
+    from .mturk.errors import MTurkError
+    from .mturk.publish import mturk_publish_recorded
 
     try:
         return mturk_publish_recorded(batch=Batch.objects.get(pk=batch_id), production=production)

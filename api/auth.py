@@ -7,8 +7,9 @@ from rest_framework import exceptions
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.request import Request
 
+from annotation.login_limits import THROTTLED_MESSAGE, LoginAddressThrottle, LoginUsernameThrottle
+
 from .parsers import FormParser, JSONParser, SmallMultiPartParser
-from .throttling import THROTTLED_MESSAGE, LoginAddressThrottle, LoginUsernameThrottle
 
 
 @extend_schema(tags=["auth"])

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from typing import Any
 
 import django_filters
-from django.db.models import Count
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -16,27 +14,17 @@ from rest_framework.response import Response
 
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchState, Dataset
-from annotation.selectors import batch_progress
-from mitl.config import BatchConfig, ConfigError, batch_config, parse_batch_config
-from mitl.costs import CENT, estimate_before_retrieval, hits_for, mturk_cost
+from annotation.selectors import batch_cost_estimate, batch_counts, batch_progress
+from mitl.config import BatchConfig, ConfigError, parse_batch_config
+from mitl.costs import CENT, cost_estimate
 from mitl.services.pipeline import batch_cancel, batch_create, batch_start
 
 from .permissions import IsStaff
 
-# Config messages name their key in backticks, or as "unknown key 'x'" (mitl/config.py).
-_CONFIG_KEY = re.compile(r"unknown key '(\w+)'|`(\w+)`|unknown annotator")
-# States whose HITs are all built, and the state in which the candidates are all pooled.
-_BUILT = frozenset({BatchState.ANNOTATING, BatchState.AGGREGATING, BatchState.RELEASED})
-_POOLED = frozenset({BatchState.BUILDING})
 
-
-def config_errors(message: str) -> dict[str, list[str]]:
-    """Key a batch-config message by the config key it names ("config" itself otherwise)."""
-    match = _CONFIG_KEY.search(message)
-    if match is None:
-        return {"non_field_errors": [message]}
-    key = match.group(1) or match.group(2) or "annotators"
-    return {key: [message]}
+def config_errors(message: str, key: str | None) -> dict[str, list[str]]:
+    """Key a batch-config message by the config key it is about (non_field_errors otherwise)."""
+    return {key or "non_field_errors": [message]}
 
 
 def checked_config(raw: Any) -> BatchConfig:
@@ -44,7 +32,7 @@ def checked_config(raw: Any) -> BatchConfig:
     try:
         return parse_batch_config(raw)
     except ConfigError as exc:
-        raise serializers.ValidationError(config_errors(str(exc))) from None
+        raise serializers.ValidationError(config_errors(str(exc), exc.key)) from None
 
 
 class StageProgressSerializer(serializers.Serializer):
@@ -96,18 +84,8 @@ class BatchDetailSerializer(BatchSerializer):
 
     @extend_schema_field(BatchCountsSerializer)
     def get_counts(self, batch: Batch) -> dict[str, Any]:
-        by_status = (
-            batch.hits.values("assignments__status")
-            .exclude(assignments__status=None)
-            .annotate(n=Count("assignments"))
-            .order_by()
-        )
-        return {
-            "queries": batch.queries.count(),
-            "candidates": batch.candidates.count(),
-            "hits": batch.hits.count(),
-            "assignments": {row["assignments__status"]: row["n"] for row in by_status},
-        }
+        # Read by the view (annotation.selectors.batch_counts) and passed in the context.
+        return self.context["counts"]
 
 
 class BatchCreateSerializer(serializers.Serializer):
@@ -163,60 +141,6 @@ class EstimateSerializer(RewardSerializer):
         return checked_config(value)
 
 
-def cost_estimate(
-    *, config: BatchConfig, reward: Decimal, candidates: int | None = None, hits: int | None = None
-) -> dict[str, Any]:
-    """Estimate the crowd work and MTurk cost from the best figure known so far.
-
-    Built HITs count exactly; pooled candidates give the HITs exactly; before that only an
-    upper bound is known (de-duplication removes pairs several annotators propose).
-    """
-    bound = None
-    if hits is None and candidates is None:
-        basis = "config"
-        bound, cost = estimate_before_retrieval(config=config, reward_per_assignment=reward)
-    else:
-        if hits is not None:
-            basis = "hits"
-        else:
-            basis, hits = "candidates", hits_for(candidates, config.hit_size)
-        cost = mturk_cost(
-            hits=hits,
-            assignments_per_hit=config.assignments_per_hit,
-            items_per_hit=config.items_per_hit,
-            reward_per_assignment=reward,
-        )
-    n_hits = cost.hits
-    return {
-        "basis": basis,
-        "upper_bound": bound is not None,
-        "candidates": candidates,
-        "candidates_at_most": bound,
-        "hits": hits,
-        "hits_at_most": n_hits if bound is not None else None,
-        "assignments_per_hit": cost.assignments_per_hit,
-        "items_per_hit": cost.items_per_hit,
-        "assignments": cost.assignments,
-        "judgements": cost.judgements,
-        "reward_per_assignment": cost.reward_per_assignment,
-        "commission_rate": cost.commission_rate,
-        "rewards": cost.rewards,
-        "commission": cost.commission,
-        "total": cost.total,
-    }
-
-
-def batch_cost(*, batch: Batch, reward: Decimal) -> dict[str, Any]:
-    """Estimate a batch's cost from its HITs once built, its candidates once pooled."""
-    config = batch_config(batch)
-    hits = candidates = None
-    if batch.state in _BUILT or (batch.state == BatchState.CANCELLED and batch.hits.exists()):
-        hits = batch.hits.count()
-    elif batch.state in _POOLED:
-        candidates = batch.candidates.count()
-    return cost_estimate(config=config, reward=reward, candidates=candidates, hits=hits)
-
-
 class BatchFilter(django_filters.FilterSet):
     dataset = django_filters.CharFilter(field_name="dataset__name", help_text="Dataset name.")
     state = django_filters.ChoiceFilter(choices=BatchState.choices)
@@ -249,7 +173,15 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
 
     def _detail(self, batch: Batch, code: int = status.HTTP_200_OK) -> Response:
         batch = self.get_queryset().get(pk=batch.pk)  # fresh state, progress and annotators
-        return Response(BatchDetailSerializer(batch).data, status=code)
+        return self._detail_of(batch, code)
+
+    def _detail_of(self, batch: Batch, code: int = status.HTTP_200_OK) -> Response:
+        context = {**self.get_serializer_context(), "counts": batch_counts(batch=batch)}
+        return Response(BatchDetailSerializer(batch, context=context).data, status=code)
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """Return one batch with its progress, counts, reports and MTurk state."""
+        return self._detail_of(self.get_object())
 
     @extend_schema(request=BatchCreateSerializer, responses={201: BatchDetailSerializer})
     def create(self, request: Request) -> Response:
@@ -263,7 +195,9 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             )
         except ServiceError as exc:
             # Unknown annotators, or more queries than the dataset has: still the config's fault.
-            raise serializers.ValidationError({"config": config_errors(str(exc))}) from None
+            raise serializers.ValidationError(
+                {"config": config_errors(str(exc), exc.field)}
+            ) from None
         return self._detail(batch, status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=BatchDetailSerializer)
@@ -305,8 +239,8 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         batch = self.get_object()
         reward = RewardSerializer(data=request.query_params)
         reward.is_valid(raise_exception=True)
-        estimate = batch_cost(batch=batch, reward=reward.validated_data["reward"])
-        return Response(CostSerializer(estimate).data)
+        estimate = batch_cost_estimate(batch=batch, reward=reward.validated_data["reward"])
+        return Response(CostSerializer(estimate.to_json()).data)
 
     @extend_schema(request=EstimateSerializer, responses={200: CostSerializer})
     @action(detail=False, methods=["post"], filterset_class=None)
@@ -315,5 +249,5 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         serializer = EstimateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        estimate = cost_estimate(config=data["config"], reward=data["reward"])
-        return Response(CostSerializer(estimate).data)
+        estimate = cost_estimate(config=data["config"], reward_per_assignment=data["reward"])
+        return Response(CostSerializer(estimate.to_json()).data)

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from annotation.errors import ServiceError
 from annotation.models import Evaluation, Release
-from mitl.evaluation import DIRECTIONS, EvaluationError, rankings_parse
+from mitl.evaluation_inputs import DIRECTIONS, EvaluationError, rankings_parse
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
 
 from .parsers import JSONParser, size_text

@@ -20,7 +20,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.parsers import CAPTION_FORMATS, CXC_SCORE_RANGE
 from annotation.import_jobs import (
     DATASET_PARAMS,
     DATASET_UPLOADS,
@@ -30,6 +29,7 @@ from annotation.import_jobs import (
     import_job_create,
 )
 from annotation.models import ImportJob, ImportKind
+from annotation.parsers import CAPTION_FORMATS, CXC_SCORE_RANGE
 
 
 class DatasetImportRequestSerializer(serializers.Serializer):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import django_filters
@@ -16,7 +15,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from annotation.models import Release
-from mitl.releases import bundle_path
+from annotation.selectors import release_zip
 
 
 class ReleaseSerializer(serializers.ModelSerializer):
@@ -110,12 +109,12 @@ class ReleaseViewSet(viewsets.ReadOnlyModelViewSet):
     def download(self, request: Request, pk: str) -> FileResponse:
         """Download the release as one zip (404 when its zip is missing on disk)."""
         release = self.get_object()
-        path = bundle_path(Path(release.path))
-        if not path.is_file():
+        bundle = release_zip(release=release)
+        if bundle is None:
             raise NotFound(f"release {release} has no zip file")
         return FileResponse(
-            path.open("rb"),
+            bundle.path.open("rb"),
             as_attachment=True,
-            filename=f"{release.name}-v{release.version}.zip",
+            filename=bundle.filename,
             content_type="application/zip",
         )

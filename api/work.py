@@ -17,36 +17,12 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from annotation.answers import SubmissionSerializer, answer_inputs, submission_summary
 from annotation.errors import ServiceError
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, AssignmentStatus
 from annotation.selectors import assignment_page
-from annotation.submissions import (
-    AnswerInput,
-    SubmissionResult,
-    answers_from_rows,
-    assignment_submit_own,
-)
-from mitl.judgements import OTHER_TEXT_MAX, SHORTCOMINGS, WRONG_CONCEPTS, Level
-
-
-class AnswerSerializer(serializers.Serializer):
-    item = serializers.IntegerField(min_value=1)
-    level = serializers.ChoiceField(choices=[level.value for level in Level])
-    shortcomings = serializers.ListField(
-        child=serializers.ChoiceField(choices=SHORTCOMINGS), required=False, default=list
-    )
-    wrong_concepts = serializers.ListField(
-        child=serializers.ChoiceField(choices=WRONG_CONCEPTS), required=False, default=list
-    )
-    other_text = serializers.CharField(
-        max_length=OTHER_TEXT_MAX, required=False, allow_blank=True, default=""
-    )
-    elapsed_ms = serializers.IntegerField(min_value=0)
-
-
-class SubmissionSerializer(serializers.Serializer):
-    answers = AnswerSerializer(many=True, allow_empty=False)
+from annotation.submissions import assignment_submit_own
 
 
 class PageItemSerializer(serializers.Serializer):
@@ -211,22 +187,6 @@ def _query_flag(request: Request, name: str) -> bool:
     if value not in ("true", "1", "false", "0"):
         raise serializers.ValidationError({name: f"must be true or false (got {value!r})"})
     return value in ("true", "1")
-
-
-def answer_inputs(validated: dict[str, Any]) -> list[AnswerInput]:
-    """Turn a validated SubmissionSerializer's data into the service's answers."""
-    return answers_from_rows(validated["answers"])
-
-
-def submission_summary(result: SubmissionResult) -> dict[str, Any]:
-    """Say what was stored: status, whether this call stored it, and the golden result."""
-    return {
-        "assignment": result.assignment.pk,
-        "status": result.assignment.status,
-        "created": result.created,
-        "judgements": len(result.judgements),
-        "golden_passed": result.assignment.golden_passed,
-    }
 
 
 def _payload(assignment: Assignment) -> dict[str, Any]:

@@ -22,26 +22,18 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import random
-import resource
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+from common import BULK_BATCH, MIB, dataset_create, django_setup, maxrss_bytes, report_line
 
-import django  # noqa: E402
-
-django.setup()
+django_setup()
 
 from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
@@ -66,8 +58,8 @@ from annotation.models import (  # noqa: E402
     Query,
     Ranking,
 )
+from mitl.config import batch_config  # noqa: E402
 from mitl.services.build import hits_build  # noqa: E402
-from mitl.config import batch_config
 from mitl.services.pipeline import batch_create  # noqa: E402
 from mitl.services.pool import candidates_pool  # noqa: E402
 from mitl.services.progress import StageTracker  # noqa: E402
@@ -85,7 +77,6 @@ EXPECTED_PROPOSALS = (N_IMAGE_QUERIES + N_CAPTION_QUERIES) * N_ANNOTATORS * K  #
 EXPECTED_CANDIDATES = 46_424
 SEED = 0
 TARGET_RATIO = 2.0
-BATCH_SIZE = 5000  # rows per INSERT, as the services use
 
 # The rows the two stages write, in insertion (foreign-key) order.
 WRITTEN: tuple[type[Model], ...] = (Candidate, Proposal, HIT, HITItem)
@@ -94,31 +85,14 @@ WRITTEN: tuple[type[Model], ...] = (Candidate, Proposal, HIT, HITItem)
 # --------------------------------------------------------------------------- set-up
 
 
-def dataset_create() -> Dataset:
+def dataset_with_positives_create() -> Dataset:
     """5,000 images, 25,000 captions (5 per image) and the `original` positive set."""
-    dataset = Dataset.objects.create(name="bench-coco5k", description="hit-building benchmark")
-    Image.objects.bulk_create(
-        [
-            Image(dataset=dataset, ext_id=i, file_name=f"{i:012d}.jpg", labels=[])
-            for i in range(N_IMAGES)
-        ],
-        batch_size=BATCH_SIZE,
-    )
-    image_pks = list(
-        Image.objects.filter(dataset=dataset).order_by("ext_id").values_list("pk", flat=True)
-    )
-    Caption.objects.bulk_create(
-        [
-            Caption(
-                dataset=dataset,
-                ext_id=n * CAPTIONS_PER_IMAGE + j,
-                image_id=image_pk,
-                text=f"caption {j} of image {n}",
-            )
-            for n, image_pk in enumerate(image_pks)
-            for j in range(CAPTIONS_PER_IMAGE)
-        ],
-        batch_size=BATCH_SIZE,
+    dataset, _, _ = dataset_create(
+        name="bench-coco5k",
+        description="hit-building benchmark",
+        n_images=N_IMAGES,
+        captions_per_image=CAPTIONS_PER_IMAGE,
+        caption_text="caption {j} of image {n}",
     )
     original = PositiveSet.objects.create(
         dataset=dataset, name="original", source=PositiveSource.ORIGINAL
@@ -130,7 +104,7 @@ def dataset_create() -> Dataset:
                 "pk", "image_id"
             )
         ],
-        batch_size=BATCH_SIZE,
+        batch_size=BULK_BATCH,
     )
     return dataset
 
@@ -163,7 +137,7 @@ def batch_prepare(dataset: Dataset) -> Batch:
     Query.objects.bulk_create(
         [Query(batch=batch, direction=Direction.I2T, image_id=pk) for pk in query_images]
         + [Query(batch=batch, direction=Direction.T2I, caption_id=pk) for pk in query_captions],
-        batch_size=BATCH_SIZE,
+        batch_size=BULK_BATCH,
     )
     queries = list(Query.objects.filter(batch=batch).order_by("pk").values_list("pk", "direction"))
 
@@ -358,16 +332,16 @@ def run_baseline(snapshot: dict[type[Model], list[dict[str, Any]]]) -> tuple[flo
     start = time.perf_counter()
     # One transaction per stage, as the services write.
     with transaction.atomic():
-        Candidate.objects.bulk_create(objects[Candidate], batch_size=BATCH_SIZE)
-        Proposal.objects.bulk_create(objects[Proposal], batch_size=BATCH_SIZE)
+        Candidate.objects.bulk_create(objects[Candidate], batch_size=BULK_BATCH)
+        Proposal.objects.bulk_create(objects[Proposal], batch_size=BULK_BATCH)
     with transaction.atomic():
-        HIT.objects.bulk_create(objects[HIT], batch_size=BATCH_SIZE)
-        HITItem.objects.bulk_create(objects[HITItem], batch_size=BATCH_SIZE)
+        HIT.objects.bulk_create(objects[HIT], batch_size=BULK_BATCH)
+        HITItem.objects.bulk_create(objects[HITItem], batch_size=BULK_BATCH)
     return time.perf_counter() - start, time.process_time() - cpu
 
 
 def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return maxrss_bytes() / MIB
 
 
 def timed(label: str, action: Callable[[], Any]) -> Any:
@@ -379,7 +353,8 @@ def timed(label: str, action: Callable[[], Any]) -> Any:
 
 def benchmark(repeats: int, profile_path: str | None) -> dict[str, Any]:
     dataset = timed(
-        "dataset (5,000 images, 25,000 captions, 25,000 original pairs)", dataset_create
+        "dataset (5,000 images, 25,000 captions, 25,000 original pairs)",
+        dataset_with_positives_create,
     )
     batch = timed(
         "batch, 2,594 queries, 12,970 rankings of depth 25", lambda: batch_prepare(dataset)
@@ -492,21 +467,17 @@ def main() -> None:
     print(f"  baseline {baseline_s:.3f} s  (bulk_create of the same rows)")
     print(f"  ratio    {ratio:.2f}  (target <= {TARGET_RATIO})")
     print(f"  peak RSS {peak_rss_mib():.0f} MiB")
-    print(
-        json.dumps(
-            {
-                "benchmark": "hit_building",
-                "ratio": round(ratio, 3),
-                "target": TARGET_RATIO,
-                "better": "lower",
-                "candidates": counts["Candidate"],
-                "proposals": counts["Proposal"],
-                "hits": counts["HIT"],
-                "ours_s": round(ours_s, 3),
-                "baseline_s": round(baseline_s, 3),
-                "database": vendor,
-            }
-        )
+    report_line(
+        "hit_building",
+        round(ratio, 3),
+        TARGET_RATIO,
+        "lower",
+        candidates=counts["Candidate"],
+        proposals=counts["Proposal"],
+        hits=counts["HIT"],
+        ours_s=round(ours_s, 3),
+        baseline_s=round(baseline_s, 3),
+        database=vendor,
     )
 
 

@@ -22,18 +22,16 @@ import argparse
 import contextlib
 import gc
 import io
-import json
 import statistics
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+from common import alternate, report_line
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from mitl.metrics import prepare, retrieval_metrics
+from mitl.metric_truth import prepare
+from mitl.metrics import retrieval_metrics
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # "failed to import ujson"
@@ -145,10 +143,10 @@ def main() -> None:
         "ours": lambda: ours_run(truths, rankings),
     }
     number = {side: calls_per_sample(call, args.sample_s) for side, call in calls.items()}
-    samples: dict[str, list[tuple[float, float]]] = {"ours": [], "reference": []}
-    for _ in range(args.repeats):
-        for side, call in calls.items():
-            samples[side].append(timed(call, number[side]))
+    samples = alternate(
+        args.repeats,
+        {side: lambda c=call, n=number[side]: timed(c, n) for side, call in calls.items()},
+    )
     mean = {side: statistics.median(s[1] for s in runs) for side, runs in samples.items()}
     first = {side: statistics.median(s[0] for s in runs) for side, runs in samples.items()}
     ratio = mean["reference"] / mean["ours"]
@@ -167,26 +165,22 @@ def main() -> None:
         )
     print(f"  ratio {ratio:.1f} (target >= {TARGET:g}); first calls only: {ratio_first:.1f}")
     print(f"  prepare positives (once per release, outside the ratio): {prepare_s * 1e3:.1f} ms")
-    print(
-        json.dumps(
-            {
-                "benchmark": "metrics",
-                "ratio": round(ratio, 2),
-                "target": TARGET,
-                "better": "higher",
-                "ratio_first_call": round(ratio_first, 2),
-                "ours_s": round(mean["ours"], 5),
-                "reference_s": round(mean["reference"], 5),
-                "ours_first_call_s": round(first["ours"], 5),
-                "reference_first_call_s": round(first["reference"], 5),
-                "prepare_s": round(prepare_s, 5),
-                "image_queries": n_i2t,
-                "caption_queries": n_t2i,
-                "depth": DEPTH,
-                "repeats": args.repeats,
-                "calls_per_sample": number,
-            }
-        )
+    report_line(
+        "metrics",
+        round(ratio, 2),
+        TARGET,
+        "higher",
+        ratio_first_call=round(ratio_first, 2),
+        ours_s=round(mean["ours"], 5),
+        reference_s=round(mean["reference"], 5),
+        ours_first_call_s=round(first["ours"], 5),
+        reference_first_call_s=round(first["reference"], 5),
+        prepare_s=round(prepare_s, 5),
+        image_queries=n_i2t,
+        caption_queries=n_t2i,
+        depth=DEPTH,
+        repeats=args.repeats,
+        calls_per_sample=number,
     )
 
 

@@ -4,8 +4,8 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/bench_retrieval.py
 
-What it measures: `mitl.retrieval.retrieve_both` ("ours") ranking the top 25 captions of all
-5,000 images and the top 25 images of all 25,000 captions from seeded, L2-normalised float32
+What it measures: `mitl.retrieval.both.retrieve_both` ("ours") ranking the top 25 captions of
+all 5,000 images and the top 25 images of all 25,000 captions from seeded, L2-normalised float32
 embeddings of dimension 512 held by a minimal `EmbeddingAnnotator`. The baseline is the floor
 of any exact method: one numpy product `images @ captions.T` of the same shapes, which only
 computes the scores. For reference (not in the ratio) the same product is also timed the way
@@ -23,20 +23,25 @@ import gc
 import json
 import subprocess
 import sys
-import time
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import numpy as np
+from common import (
+    MIB,
+    alternate,
+    maxrss_bytes,
+    peak_rss_bytes,
+    peak_rss_reset,
+    report_line,
+    rss_bytes,
+    seconds,
+)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from mitl.annotators.base import Corpus, EmbeddingAnnotator  # noqa: E402
-from mitl.retrieval import TopK, retrieve_both  # noqa: E402
+from mitl.annotators.base import Corpus, EmbeddingAnnotator
+from mitl.retrieval.both import retrieve_both
+from mitl.retrieval.plan import BLOCK_ENTRIES
+from mitl.retrieval.topk import TopK
 
 # COCO 5K test split sizes, the ECCV Caption setting; CLIP ViT-B/32 embeds in 512 dimensions.
 N_IMAGES = 5_000
@@ -47,7 +52,6 @@ SEED = 0
 TARGET_RATIO = 1.5
 MEMORY_TARGET_MB = 1536
 SAMPLE_QUERIES = 100
-MIB = 1 << 20
 
 
 class VectorsAnnotator(EmbeddingAnnotator):
@@ -92,32 +96,11 @@ def run_ours(annotator: VectorsAnnotator) -> tuple[TopK, TopK]:
     )
 
 
-def timed(work: Callable[[], Any]) -> float:
-    """Return the wall-clock seconds of one run of `work` (its result is dropped untimed)."""
-    gc.collect()
-    start = time.perf_counter()
-    result = work()
-    elapsed = time.perf_counter() - start
-    del result
-    return elapsed
-
-
-def alternate(repeats: int, sides: dict[str, Callable[[], Any]]) -> dict[str, list[float]]:
-    """Return the run times of each side, run in turn so load spikes hit all sides alike."""
-    times: dict[str, list[float]] = {name: [] for name in sides}
-    for _ in range(repeats):
-        for name, work in sides.items():
-            times[name].append(timed(work))
-    return times
-
-
 def blocked_product(images: np.ndarray, captions: np.ndarray) -> Callable[[], None]:
     """Return a function computing images @ captions.T as ours does: torch, blocks, one buffer."""
     import torch
 
-    from mitl import retrieval
-
-    rows = max(1, retrieval._BLOCK_ENTRIES // len(captions))
+    rows = max(1, BLOCK_ENTRIES // len(captions))
     images_t, captions_t = torch.from_numpy(images), torch.from_numpy(captions)
     buffer = torch.empty((min(rows, len(images)), len(captions)), dtype=torch.float32)
 
@@ -170,45 +153,11 @@ def peak_rss_child() -> None:
     images, captions = make_inputs()
     annotator = VectorsAnnotator(images, captions)
     gc.collect()
-    before = _rss_bytes()
-    reset = _reset_peak_rss()
+    before = rss_bytes()
+    reset = peak_rss_reset()
     top = run_ours(annotator)
-    peak = _peak_rss_bytes() if reset else _maxrss_bytes()
+    peak = peak_rss_bytes() if reset else maxrss_bytes()
     print(json.dumps({"extra_bytes": peak - before, "reset_hwm": reset, "k": top[0].k}))
-
-
-def _status_kb(field: str) -> int:
-    """Return a `/proc/self/status` field in kB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _rss_bytes() -> int:
-    """Return the current resident set size."""
-    return _status_kb("VmRSS") * 1024
-
-
-def _peak_rss_bytes() -> int:
-    """Return the peak resident set size since the last reset."""
-    return _status_kb("VmHWM") * 1024
-
-
-def _reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark to the current RSS; return False where not allowed."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return True
-
-
-def _maxrss_bytes() -> int:
-    """Return the lifetime peak RSS (the fallback when the mark cannot be reset)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def measure_rss_extra() -> tuple[int, bool]:
@@ -252,12 +201,13 @@ def main() -> None:
     # Warm-ups, not timed: import torch, start both libraries' thread pools.
     run_ours(annotator)
     _ = images[:64] @ captions.T
+    blocked_run = blocked_product(images, captions)
     times = alternate(
         args.repeats,
         {
-            "baseline": lambda: images @ captions.T,
-            "blocked": blocked_product(images, captions),
-            "ours": lambda: run_ours(annotator),
+            "baseline": lambda: seconds(lambda: images @ captions.T),
+            "blocked": lambda: seconds(blocked_run),
+            "ours": lambda: seconds(lambda: run_ours(annotator)),
         },
     )
     baseline, blocked, ours = (min(times[side]) for side in ("baseline", "blocked", "ours"))
@@ -288,24 +238,20 @@ def main() -> None:
         f"  correctness: {sample['checked']} sampled queries, {sample['identical']} identical to "
         f"a brute-force sort, {sample['near_tie']} differing only in a near-tie order"
     )
-    print(
-        json.dumps(
-            {
-                "benchmark": "retrieval",
-                "ratio": round(ratio, 4),
-                "target": TARGET_RATIO,
-                "better": "lower",
-                "peak_extra_mb": round(peak_extra_mb, 1),
-                "memory_target_mb": MEMORY_TARGET_MB,
-                "images": N_IMAGES,
-                "captions": N_CAPTIONS,
-                "dim": DIM,
-                "k": K,
-                "ours_s": round(ours, 4),
-                "baseline_s": round(baseline, 4),
-                "blocked_matmul_s": round(blocked, 4),
-            }
-        )
+    report_line(
+        "retrieval",
+        round(ratio, 4),
+        TARGET_RATIO,
+        "lower",
+        peak_extra_mb=round(peak_extra_mb, 1),
+        memory_target_mb=MEMORY_TARGET_MB,
+        images=N_IMAGES,
+        captions=N_CAPTIONS,
+        dim=DIM,
+        k=K,
+        ours_s=round(ours, 4),
+        baseline_s=round(baseline, 4),
+        blocked_matmul_s=round(blocked, 4),
     )
 
 

@@ -29,7 +29,6 @@ on the server is read or written; ``DATABASE_URL`` is ignored.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
 import os
@@ -52,9 +51,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlencode
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from common import REPO_ROOT, dataset_create, django_setup, report_line, threads_run
+
 SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/")
 # gunicorn's cache, as docker-compose gives it one; its keys are prefixed per run.
 CACHE_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
@@ -62,11 +60,7 @@ DB_NAME = "bench_submit"
 DATABASE_URL = SERVER_URL.rstrip("/") + "/" + DB_NAME
 # This process and gunicorn both use the throwaway database, whatever the caller configured.
 os.environ["DATABASE_URL"] = DATABASE_URL
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-
-import django  # noqa: E402
-
-django.setup()
+django_setup()
 
 import psycopg2  # noqa: E402
 from django.conf import settings  # noqa: E402
@@ -83,11 +77,9 @@ from annotation.models import (  # noqa: E402
     Batch,
     BatchState,
     Candidate,
-    Caption,
     Dataset,
     Direction,
     HITItem,
-    Image,
     ItemRole,
     Judgement,
     Query,
@@ -155,30 +147,6 @@ def database_drop() -> None:
             cursor.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
     finally:
         admin.close()
-
-
-def dataset_create() -> tuple[Dataset, list[int], list[int]]:
-    """A text-only dataset (images without files), 5 captions per image.
-
-    Returns the dataset, the image pks and the caption pks (grouped by image, in order).
-    """
-    dataset = Dataset.objects.create(name="bench-submit", description="submit benchmark")
-    images = Image.objects.bulk_create(
-        [Image(dataset=dataset, ext_id=i, file_name=f"{i:012d}.jpg") for i in range(N_IMAGES)]
-    )
-    captions = Caption.objects.bulk_create(
-        [
-            Caption(
-                dataset=dataset,
-                ext_id=n * CAPTIONS_PER_IMAGE + j,
-                image=image,
-                text=f"a caption ({j}) written for image {n}",
-            )
-            for n, image in enumerate(images)
-            for j in range(CAPTIONS_PER_IMAGE)
-        ]
-    )
-    return dataset, [i.pk for i in images], [c.pk for c in captions]
 
 
 @dataclass
@@ -490,13 +458,7 @@ def clients_run(
             stop.set()
         mine.finished_at = time.perf_counter()
 
-    threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in range(n_clients)]
-    for thread in threads:
-        thread.start()
-    with contextlib.suppress(threading.BrokenBarrierError):  # a client failed: joined below
-        ready.wait()
-    for thread in threads:
-        thread.join()
+    threads_run(n_clients, run, ready)
     cpu_probe_used = cpu_probe() - window.get("cpu_probe", 0.0)
     cpu_here_used = time.process_time() - window.get("cpu_here", 0.0)
     for mine in stats:
@@ -742,13 +704,7 @@ def baseline_run(work: list[BaselineHit], n_clients: int) -> tuple[float, list[f
             finished[c] = time.perf_counter()
             conn.close()
 
-    threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in range(n_clients)]
-    for thread in threads:
-        thread.start()
-    with contextlib.suppress(threading.BrokenBarrierError):  # a client failed: joined below
-        ready.wait()
-    for thread in threads:
-        thread.join()
+    threads_run(n_clients, run, ready)
     if errors:
         raise BenchError(f"a baseline client failed: {errors[0]!r}") from errors[0]
     return max(finished) - window["start"], [ms for mine in latencies for ms in mine]
@@ -807,7 +763,13 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     call_command("migrate", verbosity=0)
     print(f"  database {DB_NAME}, migrated: {time.perf_counter() - start:.1f} s", flush=True)
     start = time.perf_counter()
-    dataset, image_pks, caption_pks = dataset_create()
+    dataset, image_pks, caption_pks = dataset_create(
+        name="bench-submit",
+        description="submit benchmark",
+        n_images=N_IMAGES,
+        captions_per_image=CAPTIONS_PER_IMAGE,
+        caption_text="a caption ({j}) written for image {n}",
+    )
     batch_with_hits(dataset, image_pks, caption_pks, "bench ours", n_hits, BatchState.ANNOTATING)
     workers_create(n_clients)
     # The baseline's HITs, with their accepted assignments, in a batch that is no longer
@@ -990,26 +952,22 @@ def main() -> None:
         f"ratio {ratio:.2f} (baseline / ours judgements per second; target <= {TARGET_RATIO}); "
         f"submit p95 {result['p95']:.1f} ms (target <= {P95_TARGET_MS:.0f})"
     )
-    print(
-        json.dumps(
-            {
-                "benchmark": "submit",
-                "ratio": round(ratio, 3),
-                "target": TARGET_RATIO,
-                "better": "lower",
-                "judgements_per_s": round(result["ours_rate"], 1),
-                "baseline_judgements_per_s": round(result["base_rate"], 1),
-                "p50_ms": round(result["p50"], 1),
-                "p95_ms": round(result["p95"], 1),
-                "p95_target_ms": P95_TARGET_MS,
-                "clients": args.clients,
-                "protocol": result["protocol"],
-                "seconds": round(result["elapsed"], 1),
-                "hits": result["hits"],
-                "ran_out_of_hits": result["ran_out"],
-                "database": "postgresql",
-            }
-        )
+    report_line(
+        "submit",
+        round(ratio, 3),
+        TARGET_RATIO,
+        "lower",
+        judgements_per_s=round(result["ours_rate"], 1),
+        baseline_judgements_per_s=round(result["base_rate"], 1),
+        p50_ms=round(result["p50"], 1),
+        p95_ms=round(result["p95"], 1),
+        p95_target_ms=P95_TARGET_MS,
+        clients=args.clients,
+        protocol=result["protocol"],
+        seconds=round(result["elapsed"], 1),
+        hits=result["hits"],
+        ran_out_of_hits=result["ran_out"],
+        database="postgresql",
     )
 
 

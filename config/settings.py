@@ -219,7 +219,7 @@ AUTHENTICATION_BACKENDS = ["annotation.auth.WorkerAwareBackend"]
 LOGIN_REDIRECT_URL = "frontend:work"
 LOGOUT_REDIRECT_URL = "login"
 
-# The cache holds the login attempt counts (api/throttling.py). Local memory counts per
+# The cache holds the login attempt counts (annotation/login_limits.py). Local memory counts per
 # process: with several web processes (gunicorn's workers) set CACHE_URL to Redis.
 CACHE_URL = os.environ.get("CACHE_URL", "")
 if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):

@@ -1,29 +1,22 @@
 """Render a bias report (`mitl.services.bias.bias_report_build`) as HTML with inline SVG charts.
 
-The output needs nothing else: charts are matplotlib figures saved as SVG text into the page
-(no images, scripts, fonts or style sheets to fetch), so `bias_report.html` opens anywhere and
-the same fragment sits inside the web UI. Pure Python: matplotlib is imported only while a
-chart is drawn, on the Agg canvas, with a fixed SVG id salt so the same report gives the same
-bytes.
+The output needs nothing else: the charts (`mitl.bias_charts`) are SVG text inside the page,
+so `bias_report.html` opens anywhere and the same fragment sits inside the web UI. Pure
+Python: the same report gives the same bytes.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from mitl.bias_charts import DIRECTION_TITLES, bias_by_size_svg, stacked_bars_svg
 from mitl.judgements import SHORTCOMINGS
 
 # Shown whole up to this many subsets (6 annotators); past it the matrix table keeps the
 # single annotators, the leave-one-out subsets and All (the JSON keeps every subset).
 MATRIX_ROWS_MAX = 63
-LEVEL_COLORS = {"yes": "#1a9850", "weak_yes": "#a6d96a", "weak_no": "#fdae61", "no": "#d73027"}
-DIRECTION_TITLES = {
-    "t2i": "Text-to-image (caption queries)",
-    "i2t": "Image-to-text (image queries)",
-}
 BIAS_CSS = """
 .bias-report table { border-collapse: collapse; width: 100%; margin: .5rem 0 1.5rem; }
 .bias-report th, .bias-report td { text-align: left; padding: .3rem .5rem;
@@ -108,7 +101,7 @@ def _answers_by_annotator(report: Mapping[str, Any]) -> str:
             "candidates each annotator proposed (ECCV Caption Table B.2); a candidate "
             "proposed by several annotators counts for each.</p>",
             _figure(
-                _stacked_bars_svg(rows, report["levels"], label="annotator"),
+                stacked_bars_svg(rows, report["levels"], label="annotator"),
                 "Answer shares per annotator",
             ),
             _shares_table(rows, report["levels"], first="Annotator"),
@@ -129,7 +122,7 @@ def _answers_by_rank(report: Mapping[str, Any]) -> str:
             '<p class="note">Share of each answer by the rank at which the candidate was '
             "proposed (a candidate proposed at two ranks counts for both).</p>",
             _figure(
-                _stacked_bars_svg(rows, report["levels"], label="rank"),
+                stacked_bars_svg(rows, report["levels"], label="rank"),
                 "Answer shares per rank of the proposal",
             ),
             _shares_table(rows, report["levels"], first="Rank"),
@@ -221,7 +214,7 @@ def _bias(report: Mapping[str, Any]) -> str:
         "construction, and B<sub>Θ</sub> is the non-self-bias weighted by the share of "
         "annotators outside Θ.</p>",
         _figure(
-            _bias_by_size_svg({d: report["bias"][d]["by_size"] for d in directions}),
+            bias_by_size_svg({d: report["bias"][d]["by_size"] for d in directions}),
             "Bias against the size of the annotator subset, averaged over every subset of "
             "that size (ECCV Caption Fig. E.2)",
         ),
@@ -309,81 +302,6 @@ def _shares_table(
         f'<div class="table-wrap"><table><thead><tr><th>{escape(first)}</th>'
         f'<th class="num">Judgements</th>{head}</tr></thead><tbody>{body}</tbody></table></div>'
     )
-
-
-# --- charts -------------------------------------------------------------------------------
-
-
-def _stacked_bars_svg(
-    rows: Sequence[tuple[str, Mapping[str, Any]]], levels: Sequence[Mapping[str, str]], label: str
-) -> str:
-    """Draw one horizontal bar per row, split into the answer shares (%)."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(7.5, 0.45 * max(len(rows), 1) + 1.4))
-    axes = figure.add_subplot()
-    names = [name for name, _ in rows]
-    left = [0.0] * len(rows)
-    for level in levels:
-        widths = [100 * (shares["shares"][level["value"]] or 0.0) for _, shares in rows]
-        axes.barh(
-            names,
-            widths,
-            left=left,
-            color=LEVEL_COLORS.get(level["value"], "#999999"),
-            label=level["label"],
-        )
-        left = [a + b for a, b in zip(left, widths, strict=True)]
-    axes.invert_yaxis()  # first row on top, as in the table
-    axes.set_xlim(0, 100)
-    axes.set_xlabel("share of judgements (%)")
-    axes.set_ylabel(label)
-    axes.legend(ncol=len(levels), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-    figure.tight_layout()
-    return _svg(figure)
-
-
-def _bias_by_size_svg(by_direction: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
-    """Draw B, self-bias and non-self-bias against the subset size, one panel per direction."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(4.2 * len(by_direction) + 0.6, 3.4))
-    axes_list = figure.subplots(1, len(by_direction), squeeze=False)[0]
-    series = (
-        ("bias", "model bias B", "#0b57d0", "o"),
-        ("self_bias", "self-bias", "#b3261e", "s"),
-        ("non_self_bias", "non-self-bias", "#146c2e", "^"),
-    )
-    for axes, (direction, rows) in zip(axes_list, by_direction.items(), strict=True):
-        sizes = [row["size"] for row in rows]
-        for key, name, color, marker in series:
-            values = [float("nan") if row[key] is None else row[key] for row in rows]
-            axes.plot(sizes, values, marker=marker, color=color, label=name)
-        axes.set_title(DIRECTION_TITLES.get(direction, direction), fontsize=10)
-        axes.set_xlabel("annotators in the subset")
-        axes.set_ylabel("mean |Δ R@1| (points)")
-        axes.set_xticks(sizes)
-        axes.set_ylim(bottom=0)
-        axes.grid(alpha=0.3)
-    axes_list[0].legend(frameon=False, fontsize=9)
-    figure.tight_layout()
-    return _svg(figure)
-
-
-def _svg(figure: Any) -> str:
-    """Return the figure as an inline `<svg>` element (no XML prolog, no date, fixed ids)."""
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(figure)
-    buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": "mitl-bias-report", "svg.fonttype": "none"}):
-        figure.savefig(buffer, format="svg", metadata={"Date": None})
-    text = buffer.getvalue()
-    # matplotlib's default-stroke rule uses a bare `*` selector, which inline would reach
-    # every element of the embedding page: keep it to the report's own charts.
-    text = text.replace("*{stroke-linejoin", ".bias-report svg *{stroke-linejoin")
-    return text[text.index("<svg") :]
 
 
 def _figure(svg: str, caption: str) -> str:

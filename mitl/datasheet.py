@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .qrels import GRADE_THRESHOLDS, TOP_GRADE
-from .releases import (
+from .release_files import (
     I2T_FILE,
     JUDGEMENTS_FILE,
     MANIFEST_FILE,

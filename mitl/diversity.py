@@ -16,7 +16,7 @@ computed on those top lists, as follows.
   did not keep it ("beyond depth"); the share of such queries is reported next to the mean,
   since the mean is then only a lower bound of the full-ranking value.
 
-Pure Python and numpy: no Django import.
+Pure Python (scipy for tau): no Django import.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import permutations
+from itertools import combinations, permutations
 from typing import Any
 
-import numpy as np
+from mitl.rank_correlation import kendall_tau_b
 
 Ranking = Sequence[int]  # targets, best first
 Rankings = Mapping[int, Ranking]  # query -> ranking
@@ -57,19 +57,11 @@ def kendall_tau(rank_a: Ranking, rank_b: Ranking) -> float:
     positions_a = _positions(rank_a, "rank_a")
     positions_b = _positions(rank_b, "rank_b")
     union = list(positions_a) + [target for target in positions_b if target not in positions_a]
-    if len(union) < 2:
-        return math.nan
     # Missing targets share the position just past the end of the list: tied at the bottom.
-    a = np.array([positions_a.get(target, len(positions_a)) for target in union])
-    b = np.array([positions_b.get(target, len(positions_b)) for target in union])
-    upper = np.triu_indices(len(union), k=1)
-    sign_a = np.sign(a[:, None] - a[None, :])[upper]
-    sign_b = np.sign(b[:, None] - b[None, :])[upper]
-    untied_a = np.count_nonzero(sign_a)
-    untied_b = np.count_nonzero(sign_b)
-    if untied_a == 0 or untied_b == 0:
-        return math.nan
-    return float(np.dot(sign_a, sign_b) / math.sqrt(untied_a * untied_b))
+    a = [positions_a.get(target, len(positions_a)) for target in union]
+    b = [positions_b.get(target, len(positions_b)) for target in union]
+    tau = kendall_tau_b(a, b)
+    return math.nan if tau is None else tau
 
 
 @dataclass(frozen=True)
@@ -141,9 +133,11 @@ def diversity_report(rankings: Mapping[str, Rankings]) -> dict[str, Any]:
     """
     names = sorted(rankings)
     pairs = []
+    # tau is symmetric: once per unordered pair halves the (costly) scipy calls.
+    taus = {(a, b): _mean_tau(rankings[a], rankings[b]) for a, b in combinations(names, 2)}
     for name_a, name_b in permutations(names, 2):
         rankings_a, rankings_b = rankings[name_a], rankings[name_b]
-        tau, tau_queries, tau_undefined = _mean_tau(rankings_a, rankings_b)
+        tau, tau_queries, tau_undefined = taus[min(name_a, name_b), max(name_a, name_b)]
         top1 = top1_rank_stats(rankings_a, rankings_b)
         pairs.append(
             {

@@ -9,7 +9,7 @@ A model without a value for a metric (e.g. COCO recalls, defined only for rankin
 whole split) is left out of the pairs that involve that metric. tau is undefined (None)
 with fewer than two models left, or when one metric gives them all the same score.
 
-Pure Python and numpy: no Django import.
+Pure Python (scipy for tau): no Django import.
 """
 
 from __future__ import annotations
@@ -18,25 +18,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
+from mitl.rank_correlation import kendall_tau_b
 
 Scores = Mapping[str, Mapping[str, float | None]]  # model -> metric -> score
-
-
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Return Kendall's tau-b between two score lists of the same models (None: undefined)."""
-    if len(x) != len(y):
-        raise ValueError(f"score lists differ in length ({len(x)} and {len(y)})")
-    if len(x) < 2:
-        return None
-    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    upper = np.triu_indices(len(a), k=1)
-    sign_a = np.sign(a[:, None] - a[None, :])[upper]
-    sign_b = np.sign(b[:, None] - b[None, :])[upper]
-    untied = np.count_nonzero(sign_a) * np.count_nonzero(sign_b)
-    if untied == 0:
-        return None
-    return float(np.dot(sign_a, sign_b) / math.sqrt(untied))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mitl.judgements import MIDDLE_LEVELS, SHORTCOMINGS, WRONG_CONCEPTS, Level
-from mitl.synthetic import Truth
+from mitl.synthetic.truth import Truth
 
 _ORDER: tuple[Level, ...] = (Level.YES, Level.WEAK_YES, Level.WEAK_NO, Level.NO)
 # From a middle level, how often a careful worker's mistake crosses the boundary.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
-from django.db import OperationalError, transaction
+from django.db import OperationalError
 
 from annotation.models import Batch, BatchState
 from mitl.services.pipeline import (
@@ -12,6 +12,7 @@ from mitl.services.pipeline import (
     retrieval_chunk_run,
     stage_advance,
 )
+from mitl.services.queueing import stage_queue
 
 
 @shared_task(
@@ -28,7 +29,7 @@ def run_stage(batch_id: int, stage: str) -> str:
     if stage_advance(batch_id=batch_id, stage=stage, fan_out=True):
         following = next_state(stage)
         if following in AUTOMATIC_STAGES:
-            transaction.on_commit(lambda: run_stage.delay(batch_id, following))
+            stage_queue(batch_id=batch_id, stage=following)
     return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
 
 
@@ -47,7 +48,7 @@ def retrieve_chunk(batch_id: int, annotator_id: int, query_ids: list[int]) -> bo
         batch_id=batch_id, annotator_id=annotator_id, query_ids=query_ids
     )
     if completed:
-        transaction.on_commit(lambda: run_stage.delay(batch_id, BatchState.POOLING))
+        stage_queue(batch_id=batch_id, stage=BatchState.POOLING)
     return completed
 
 
@@ -55,7 +56,7 @@ def retrieve_chunk(batch_id: int, annotator_id: int, query_ids: list[int]) -> bo
 def close_annotation(batch_id: int, force: bool = False) -> str:
     """End the annotating stage (when complete, or early with `force`) and aggregate."""
     if stage_advance(batch_id=batch_id, stage=BatchState.ANNOTATING, force=force):
-        transaction.on_commit(lambda: run_stage.delay(batch_id, BatchState.AGGREGATING))
+        stage_queue(batch_id=batch_id, stage=BatchState.AGGREGATING)
     return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
 
 
@@ -82,5 +83,5 @@ def crowd_autopilot(self, batch_id: int) -> str:
             return str(step)
         raise self.retry(countdown=AUTOPILOT_POLL_S)
     if step == AutopilotStep.CLOSED:
-        transaction.on_commit(lambda: run_stage.delay(batch_id, BatchState.AGGREGATING))
+        stage_queue(batch_id=batch_id, stage=BatchState.AGGREGATING)
     return str(step)

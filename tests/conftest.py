@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mitl import synthetic
+from mitl.synthetic.files import write
+from mitl.synthetic.generation import generate
 
 SMALL_IMAGES = 40
 
@@ -36,7 +37,7 @@ def _fresh_cache(settings) -> None:
 def synthetic_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small synthetic dataset written to disk once per session (TSV, PNGs, labels)."""
     out = tmp_path_factory.mktemp("synthetic")
-    synthetic.write(synthetic.generate(n_images=SMALL_IMAGES, seed=7), out)
+    write(generate(n_images=SMALL_IMAGES, seed=7), out)
     return out
 
 

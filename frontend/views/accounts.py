@@ -7,11 +7,11 @@ from typing import Any
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 
-from api.throttling import RateLimitUnavailable, login_throttle_wait, login_username
+from annotation.login_limits import RateLimitUnavailable, login_throttle_wait, login_username
 
 
 class LoginView(auth_views.LoginView):
-    """Log in; a POST over the login rates (api/throttling.py) is a 429 that checks nothing."""
+    """Log in; a POST over the login rates (annotation/login_limits.py) is a 429."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:

@@ -5,19 +5,10 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from annotation.models import (
-    Assignment,
-    AssignmentStatus,
-    Batch,
-    Dataset,
-    ImportJob,
-    Release,
-    Worker,
-)
-from annotation.selectors import batch_progress
+from annotation.models import Batch, Dataset, ImportJob, Release
+from annotation.selectors import batch_progress, dataset_rows, quality_overview
 
 from .access import staff_required
-from .datasets import dataset_rows
 
 RECENT = 20
 
@@ -31,19 +22,13 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         .prefetch_related("progress")
         .order_by("-created_at")[:RECENT]
     ]
-    waiting = Assignment.objects.filter(status=AssignmentStatus.SUBMITTED)
     context = {
-        "datasets": dataset_rows(Dataset.objects.order_by("name")[:RECENT]),
+        "datasets": dataset_rows(datasets=Dataset.objects.order_by("name")[:RECENT]),
         "batches": batches,
         "stages": [row["stage"] for row in batches[0]["progress"]] if batches else [],
         "jobs": ImportJob.objects.select_related("dataset").order_by("-created_at")[:5],
         "releases": _releases()[:RECENT],
-        "qc": {
-            "waiting": waiting.count(),
-            "flagged": waiting.filter(flagged=True).count(),
-            "workers": Worker.objects.count(),
-            "blocked": Worker.objects.filter(is_blocked=True).count(),
-        },
+        "qc": quality_overview(),
     }
     return render(request, "frontend/dashboard.html", context)
 

@@ -2,75 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from django import forms
-from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from annotation.parsers import CAPTION_FORMATS
 from annotation.import_jobs import ImportRequestError, import_job_create
 from annotation.models import (
     Batch,
-    Caption,
     Dataset,
-    Image,
     ImportJob,
     ImportKind,
     ImportStatus,
-    PositiveSet,
     Release,
 )
+from annotation.parsers import CAPTION_FORMATS
+from annotation.selectors import dataset_rows
 
 from .access import staff_required
 
 FINISHED_IMPORTS = (ImportStatus.DONE, ImportStatus.FAILED)
 
 
-def dataset_rows(datasets: Iterable[Dataset]) -> list[dict[str, Any]]:
-    """Return each dataset with its counts and positive sets, in a fixed number of queries."""
-    datasets = list(datasets)
-    ids = [dataset.pk for dataset in datasets]
-    images = dict(
-        Image.objects.filter(dataset_id__in=ids)
-        .values_list("dataset_id")
-        .annotate(n=Count("pk"))
-        .values_list("dataset_id", "n")
-    )
-    captions = {
-        row["dataset_id"]: row
-        for row in Caption.objects.filter(dataset_id__in=ids)
-        .values("dataset_id")
-        .annotate(total=Count("pk"), invalid=Count("pk", filter=Q(is_invalid=True)))
-    }
-    sets: dict[int, list[PositiveSet]] = {pk: [] for pk in ids}
-    for positive_set in (
-        PositiveSet.objects.filter(dataset_id__in=ids)
-        .annotate(n_pairs=Count("pairs"))
-        .order_by("created_at", "name")
-    ):
-        sets[positive_set.dataset_id].append(positive_set)
-    return [
-        {
-            "dataset": dataset,
-            "images": images.get(dataset.pk, 0),
-            "captions": captions.get(dataset.pk, {}).get("total", 0),
-            "invalid_captions": captions.get(dataset.pk, {}).get("invalid", 0),
-            "positive_sets": sets[dataset.pk],
-        }
-        for dataset in datasets
-    ]
-
-
 @staff_required
 def dataset_list(request: HttpRequest) -> HttpResponse:
     """List every dataset with its statistics."""
     context = {
-        "rows": dataset_rows(Dataset.objects.order_by("name")),
+        "rows": dataset_rows(datasets=Dataset.objects.order_by("name")),
         "jobs": ImportJob.objects.select_related("dataset").order_by("-created_at")[:10],
     }
     return render(request, "frontend/datasets.html", context)
@@ -81,7 +42,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     """Show one dataset: statistics, positive sets, its batches, releases and imports."""
     dataset = get_object_or_404(Dataset, pk=dataset_id)
     context = {
-        "row": dataset_rows([dataset])[0],
+        "row": dataset_rows(datasets=[dataset])[0],
         "batches": Batch.objects.filter(dataset=dataset).order_by("-created_at"),
         "releases": Release.objects.filter(dataset=dataset).order_by("-created_at"),
         "jobs": ImportJob.objects.filter(dataset=dataset).order_by("-created_at"),

@@ -12,7 +12,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from annotation.errors import ServiceError
 from annotation.models import Release
-from mitl.evaluation import DIRECTIONS, EvaluationError, RankingsByDirection, rankings_parse
+from mitl.evaluation_inputs import (
+    DIRECTIONS,
+    EvaluationError,
+    RankingsByDirection,
+    rankings_parse,
+)
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024

@@ -20,37 +20,36 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import mturk
+from annotation.answers import SubmissionSerializer, answer_inputs, submission_summary
 from annotation.errors import ServiceError
-from annotation.models import (
-    HIT,
-    Assignment,
-    AssignmentStatus,
-    Batch,
-    BatchState,
-    HITItem,
-    Judgement,
-    Worker,
-)
-from annotation.mturk_services import (
-    MTurkError,
-    batch_hit_settings,
-    hit_page_items,
+from annotation.models import HIT, Assignment, AssignmentStatus, Batch, BatchState, HITItem, Worker
+from annotation.mturk.errors import MTurkError, MTurkInputError
+from annotation.mturk.hit_page import (
     mturk_assignment_find,
     mturk_assignment_open,
     mturk_assignment_submit,
-    mturk_batch_cost,
+)
+from annotation.mturk.hit_settings import mturk_batch_cost, mturk_settings_save
+from annotation.mturk.hit_type import parse_money
+from annotation.mturk.links import image_path, signature_valid
+from annotation.mturk.payments import (
     mturk_bonus_send,
     mturk_hits_expire,
     mturk_hits_extend,
-    mturk_sandbox_reset,
-    mturk_settings_save,
     mturk_worker_block,
-    signature_valid,
 )
+from annotation.mturk.protocol import (
+    FRAME_ANCESTORS,
+    PREVIEW_ASSIGNMENT_ID,
+    PRODUCTION,
+    SUBMIT_HOSTS,
+    submit_url,
+)
+from annotation.mturk.sandbox import mturk_sandbox_reset
+from annotation.mturk.selectors import mturk_batch_overview, mturk_external_submit_fields
+from annotation.mturk.state import is_production
 from annotation.review import assignment_review
-from api.work import SubmissionSerializer, answer_inputs, submission_summary
-from mitl.judgements import LEVEL_LABELS, SHORTCOMING_LABELS, WRONG_CONCEPT_LABELS, Level
+from annotation.selectors import hit_page_content
 
 from .access import staff_required
 
@@ -58,29 +57,18 @@ PRODUCTION_CONFIRMATION = "PRODUCTION"
 
 
 def _submit_hosts() -> tuple[str, ...]:
-    return (*mturk.SUBMIT_HOSTS, *settings.MTURK_ALLOWED_SUBMIT_HOSTS)
+    return (*SUBMIT_HOSTS, *settings.MTURK_ALLOWED_SUBMIT_HOSTS)
 
 
 def _framed(response: HttpResponse) -> HttpResponse:
     """Let MTurk's sites (and a configured local stand-in) frame this response, nobody else."""
-    ancestors = dict.fromkeys((*mturk.FRAME_ANCESTORS, *settings.MTURK_ALLOWED_SUBMIT_HOSTS))
+    ancestors = dict.fromkeys((*FRAME_ANCESTORS, *settings.MTURK_ALLOWED_SUBMIT_HOSTS))
     response["Content-Security-Policy"] = "frame-ancestors " + " ".join(ancestors)
     return response
 
 
 def _page_context(hit: HIT) -> dict[str, Any]:
-    items = hit_page_items(hit)
-    return {
-        "hit": hit,
-        "items": items,
-        "followups": hit.batch.config.get("followups", True),
-        "levels": [
-            (level.value, LEVEL_LABELS[level], index + 1) for index, level in enumerate(Level)
-        ],
-        "middle_levels": json.dumps([Level.WEAK_YES.value, Level.WEAK_NO.value]),
-        "shortcomings": list(SHORTCOMING_LABELS.items()),
-        "wrong_concepts": list(WRONG_CONCEPT_LABELS.items()),
-    }
+    return {"hit": hit, **hit_page_content(hit=hit, image_url=image_path)}
 
 
 def _notice(request: HttpRequest, hit: HIT | None, text: str, status: int, **extra: Any):
@@ -110,11 +98,11 @@ def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse
     if hit.batch.state != BatchState.ANNOTATING:
         return _notice(request, hit, "This HIT is closed: please return it on MTurk.", 410)
     context = _page_context(hit)
-    if assignment_id in ("", mturk.PREVIEW_ASSIGNMENT_ID):
+    if assignment_id in ("", PREVIEW_ASSIGNMENT_ID):
         return _framed(render(request, "frontend/mturk_hit.html", {**context, "preview": True}))
     try:
-        submit_to = mturk.submit_url(params.get("turkSubmitTo", ""), allowed=_submit_hosts())
-    except mturk.MTurkInputError as exc:
+        submit_to = submit_url(params.get("turkSubmitTo", ""), allowed=_submit_hosts())
+    except MTurkInputError as exc:
         return _notice(request, hit, f"This page must be opened from MTurk: {exc}.", 400)
     if hit_param != hit.external_id:
         return _notice(request, hit, "This page must be opened from MTurk: hitId is missing.", 400)
@@ -131,9 +119,7 @@ def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse
             finish = {
                 "action": submit_to,
                 "assignment_id": assignment_id,
-                "platform_assignment": assignment.pk,
-                "judgements": Judgement.objects.filter(assignment=assignment).count(),
-                "status": assignment.status,
+                **mturk_external_submit_fields(assignment=assignment),
             }
             return _notice(
                 request,
@@ -228,46 +214,7 @@ def mturk_batch(request: HttpRequest, batch_id: int) -> HttpResponse:
 
 
 def _batch_context(batch: Batch) -> dict[str, Any]:
-    state = batch.mturk or {}
-    try:
-        hit_settings = batch_hit_settings(batch)
-    except mturk.MTurkInputError:
-        hit_settings = mturk.HitTypeSettings()
-    hits = batch.hits.count()
-    published = batch.hits.filter(external_id__isnull=False).count()
-    sent = state.get("sent", {})
-    bonuses = {entry["assignment"]: entry for entry in state.get("bonuses", {}).values()}
-    assignments = [
-        {
-            "assignment": assignment,
-            "sent": sent.get(assignment.external_id),
-            "bonus": bonuses.get(assignment.external_id),
-        }
-        for assignment in Assignment.objects.filter(
-            hit__batch=batch, worker__source="mturk", external_id__isnull=False
-        )
-        .select_related("worker", "hit")
-        .order_by("-accepted_at")[:300]
-    ]
-    environment = state.get("environment")
-    return {
-        "batch": batch,
-        "state": state,
-        "settings": hit_settings,
-        "cost": mturk_batch_cost(batch=batch, hit_settings=hit_settings).to_json(),
-        "hits": hits,
-        "published": published,
-        "environment": environment,
-        "can_publish": batch.state == BatchState.ANNOTATING and hits > published,
-        "preview_url": mturk.worker_preview_url(environment, state["hit_group_id"])
-        if environment and state.get("hit_group_id")
-        else "",
-        "report": state.get("report"),
-        "last_publish": state.get("last_publish"),
-        "assignments": assignments,
-        "base_url": settings.MTURK_EXTERNAL_BASE_URL,
-        "confirmation": PRODUCTION_CONFIRMATION,
-    }
+    return {**mturk_batch_overview(batch=batch), "confirmation": PRODUCTION_CONFIRMATION}
 
 
 def _save_settings(request: HttpRequest, batch: Batch) -> str:
@@ -292,7 +239,7 @@ def _save_settings(request: HttpRequest, batch: Batch) -> str:
 def _publish(request: HttpRequest, batch: Batch) -> str:
     from annotation.tasks import mturk_publish
 
-    production = request.POST.get("environment") == mturk.PRODUCTION
+    production = request.POST.get("environment") == PRODUCTION
     if production and request.POST.get("confirm", "").strip() != PRODUCTION_CONFIRMATION:
         raise MTurkError(
             f"Publishing on production pays real workers: type {PRODUCTION_CONFIRMATION} in "
@@ -340,7 +287,7 @@ def _bonus(request: HttpRequest, batch: Batch) -> str:
     )
     if not sent:
         return f"A bonus for {assignment.external_id} was paid before: nothing sent."
-    return f"Bonus of ${mturk.parse_money(amount)} sent for {assignment.external_id}."
+    return f"Bonus of ${parse_money(amount)} sent for {assignment.external_id}."
 
 
 def _expire(request: HttpRequest, batch: Batch) -> str:
@@ -357,7 +304,7 @@ def _extend(request: HttpRequest, batch: Batch) -> str:
 
 def _block(request: HttpRequest, batch: Batch) -> str:
     worker = get_object_or_404(Worker, pk=_posted(request, "worker"), source="mturk")
-    production = (batch.mturk or {}).get("environment") == mturk.PRODUCTION
+    production = is_production(batch.mturk or {})
     mturk_worker_block(worker=worker, reason=request.POST.get("reason", ""), production=production)
     return f"Worker {worker.external_id} blocked on MTurk and here."
 

@@ -27,7 +27,7 @@ from mitl.costs import (
     COMMISSION_LARGE,
     LARGE_HIT_ASSIGNMENTS,
     CostEstimate,
-    estimate_before_retrieval,
+    cost_estimate,
 )
 from mitl.services.launch import batch_create_with_queries, batch_launch
 
@@ -37,7 +37,6 @@ logger = logging.getLogger(__name__)
 DEFAULTS = BatchConfig(annotators=("-",))  # the configuration's defaults, for the form
 DEFAULT_REWARD = Decimal("0.10")
 ID_SEPARATORS = re.compile(r"[\s,;]+")
-CONFIG_FIELD = re.compile(r"`(\w+)`")  # config messages name the key in backticks
 
 
 def _number(value: int, *, low: int, help_text: str = "", label: str | None = None):
@@ -159,16 +158,9 @@ class BatchWizardForm(forms.Form):
             raw["n_caption_queries"] = data["n_caption_queries"]
         return raw
 
-    def add_config_error(self, message: str) -> None:
-        """Put a configuration message beside the field it names, or above the form."""
-        match = CONFIG_FIELD.search(message)
-        field = match.group(1) if match else None
-        self.add_error(field if field in self.fields else None, message)
-
-
-def batch_estimate(*, config: BatchConfig, reward: Decimal) -> CostEstimate:
-    """Estimate a batch before retrieval: HITs at most, as candidates are not yet pooled."""
-    return estimate_before_retrieval(config=config, reward_per_assignment=reward)[1]
+    def add_config_error(self, error: ConfigError) -> None:
+        """Put a configuration message beside the field of its key, or above the form."""
+        self.add_error(error.key if error.key in self.fields else None, str(error))
 
 
 def _initial_estimate(form: BatchWizardForm) -> dict[str, str] | None:
@@ -190,13 +182,13 @@ def _initial_estimate(form: BatchWizardForm) -> dict[str, str] | None:
             golden_tn=int(values["golden_tn"]),
             assignments_per_hit=int(values["assignments_per_hit"]),
         )
-        candidates, estimate = estimate_before_retrieval(
+        estimate = cost_estimate(
             config=config, reward_per_assignment=Decimal(str(values["reward"]))
         )
     except (TypeError, ValueError, ArithmeticError):
         return None
     queries = config.n_image_queries + config.n_caption_queries
-    return estimate_display(estimate, queries=queries, candidates=candidates)
+    return estimate_display(estimate.cost, queries=queries, candidates=estimate.candidates_at_most)
 
 
 def estimate_display(estimate: CostEstimate, *, queries: int, candidates: int) -> dict[str, str]:
@@ -254,9 +246,9 @@ def _create_from(form: BatchWizardForm) -> Batch | None:
     data = form.cleaned_data
     try:
         config = parse_batch_config(form.raw_config())
-        estimate = batch_estimate(config=config, reward=data["reward"])
+        estimate = cost_estimate(config=config, reward_per_assignment=data["reward"]).cost
     except ConfigError as exc:
-        form.add_config_error(str(exc))
+        form.add_config_error(exc)
         return None
     except ValueError as exc:  # mturk_cost: the reward is below MTurk's minimum
         form.add_error("reward", str(exc))
@@ -272,7 +264,7 @@ def _create_from(form: BatchWizardForm) -> Batch | None:
             mturk={"estimate": {**estimate.to_json(), "hits_at_most": True}},
         )
     except ConfigError as exc:
-        form.add_config_error(str(exc))
+        form.add_config_error(exc)
     except ServiceError as exc:
         form.add_error(None, str(exc))
     return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from functools import partial
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,8 +13,7 @@ from django.views.decorators.http import require_POST
 from annotation.errors import ServiceError
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, AssignmentStatus, HITItem
-from annotation.selectors import assignment_page
-from mitl.judgements import LEVEL_LABELS, SHORTCOMING_LABELS, WRONG_CONCEPT_LABELS, Level
+from annotation.selectors import hit_page_content, item_image_url
 
 
 @login_required
@@ -61,19 +60,8 @@ def hit_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
     if assignment.status != AssignmentStatus.ACCEPTED:
         messages.info(request, f"HIT {assignment.hit_id} is {assignment.status}.")
         return redirect("frontend:work")
-    page = assignment_page(assignment=assignment)
-    context = {
-        "assignment": assignment,
-        "hit_label": str(assignment.hit_id),
-        "items": page["items"],
-        "followups": page["followups"],
-        "levels": [
-            (level.value, LEVEL_LABELS[level], index + 1) for index, level in enumerate(Level)
-        ],
-        "middle_levels": json.dumps([Level.WEAK_YES.value, Level.WEAK_NO.value]),
-        "shortcomings": list(SHORTCOMING_LABELS.items()),
-        "wrong_concepts": list(WRONG_CONCEPT_LABELS.items()),
-    }
+    page = hit_page_content(hit=assignment.hit, image_url=partial(item_image_url, assignment.pk))
+    context = {**page, "assignment": assignment, "hit_label": str(assignment.hit_id)}
     return render(request, "frontend/hit.html", context)
 
 

@@ -48,356 +48,37 @@ Rankings
 
 from __future__ import annotations
 
-import json
-import re
-import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from scipy import sparse
-from scipy.sparse import csgraph
 
 from mitl.annotators.base import Annotator, AnnotatorError, Corpus, as_rows
+from mitl.annotators.precomputed_files import (
+    ScoreMatrix,
+    check_matrix,
+    id_array,
+    load_npy,
+    load_npz,
+    positions_in,
+    read_json,
+)
+from mitl.annotators.precomputed_rankings import (
+    RankedLists,
+    RankLevels,
+    cycle_node,
+    longest_path_levels,
+    parse_rankings,
+    rank_graph,
+)
 
-UNLISTED = np.float32(-1e9)
 # Levels are scored as float32, which holds every integer below 2**24 exactly.
 _MAX_LEVEL = 1 << 24
 # Corpus image rows checked for NaN at a time, to bound the temporaries.
 _CHECK_ROWS = 1024
-_ID_PATTERN = re.compile(r"-?[0-9]+")
 _DIRECTIONS = ("i2t", "t2i")
-
-
-@dataclass(frozen=True)
-class ScoreMatrix:
-    """A file's score matrix and, for every corpus row and column, its place in the file."""
-
-    values: np.ndarray  # (file images, file captions), maybe memory-mapped
-    image_index: np.ndarray  # int64, corpus image row → file row
-    caption_index: np.ndarray  # int64, corpus caption row → file column
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """Return (corpus images, corpus captions)."""
-        return len(self.image_index), len(self.caption_index)
-
-    def block(self, images: np.ndarray, captions: np.ndarray) -> np.ndarray:
-        """Return the float32 scores of these corpus rows and columns."""
-        file_rows = self.image_index[images]
-        file_columns = self.caption_index[captions]
-        return np.asarray(self.values[np.ix_(file_rows, file_columns)], dtype=np.float32)
-
-
-@dataclass(frozen=True)
-class RankLevels:
-    """The level + 1 of every listed pair, as an (n_images, n_captions) sparse matrix."""
-
-    levels: sparse.csr_array  # 0 means "not listed", so levels are stored shifted by one
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """Return (corpus images, corpus captions)."""
-        return self.levels.shape
-
-    def block(self, images: np.ndarray, captions: np.ndarray) -> np.ndarray:
-        """Return -level for listed pairs and UNLISTED for the others (float32)."""
-        shifted = self.levels[images][:, captions].toarray()
-        listed = shifted > 0
-        scores = np.full(shifted.shape, UNLISTED, dtype=np.float32)
-        scores[listed] = 1.0 - shifted[listed]
-        return scores
-
-
-def parse_id(value: Any) -> int | None:
-    """Return `value` as an external id (an integer, or a string of digits), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, str) and _ID_PATTERN.fullmatch(value.strip()):
-        return int(value)
-    return None
-
-
-def parse_ids(values: Any, what: str, source: Path) -> np.ndarray:
-    """Return `values` as int64 external ids, or raise AnnotatorError naming `source`."""
-    try:
-        array = np.asarray(values)
-    except ValueError:  # ragged nesting
-        array = np.asarray(values, dtype=object)
-    if array.ndim != 1:
-        raise AnnotatorError(f"'{source}': {what} must be a flat list of ids")
-    if np.issubdtype(array.dtype, np.integer) or array.size == 0:
-        return array.astype(np.int64)
-    # Report offending items as given: numpy may have turned 900 into 900.0 next to a float.
-    items = list(values) if isinstance(values, list | tuple) else array.tolist()
-    parsed = [parse_id(item) for item in items]
-    if None in parsed:
-        bad = items[parsed.index(None)]
-        raise AnnotatorError(f"'{source}': {what} must hold integer ids, found {bad!r}")
-    return np.asarray(parsed, dtype=np.int64)
-
-
-def id_array(values: Any, what: str, source: Path) -> np.ndarray:
-    """Return `values` as distinct int64 external ids, or raise AnnotatorError naming `source`."""
-    ids = parse_ids(values, what, source)
-    ordered = np.sort(ids)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if len(repeated):
-        raise AnnotatorError(f"'{source}': {what} repeats the id {repeated[0]}")
-    return ids
-
-
-class IdIndex:
-    """Finds the row of external ids among a fixed array of distinct ids."""
-
-    def __init__(self, ids: np.ndarray) -> None:
-        """Index `ids`, whose position is the row."""
-        self.order = np.argsort(ids, kind="stable")
-        self.ordered = ids[self.order]
-
-    def rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Return (row of each id, whether it is present); absent ids get row 0."""
-        if not len(self.ordered):
-            return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
-        found_at = np.minimum(np.searchsorted(self.ordered, ids), len(self.ordered) - 1)
-        present = self.ordered[found_at] == ids
-        return np.where(present, self.order[found_at], 0).astype(np.int64), present
-
-
-def positions_in(
-    file_ids: np.ndarray, corpus_ids: np.ndarray, what: str, source: Path
-) -> np.ndarray:
-    """Return the file position of every corpus id; a missing one raises AnnotatorError."""
-    positions, present = IdIndex(file_ids).rows(corpus_ids)
-    if not present.all():
-        missing = corpus_ids[~present]
-        raise AnnotatorError(
-            f"'{source}': {len(missing)} of the dataset's {len(corpus_ids)} {what} ids are "
-            f"missing (first: {missing[0]})"
-        )
-    return positions
-
-
-def read_json(path: Path) -> Any:
-    """Return the parsed JSON in `path`, or raise AnnotatorError naming it."""
-    try:
-        with path.open(encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AnnotatorError(f"'{path}': cannot read it as JSON: {exc}") from exc
-
-
-def load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (scores, image ids, caption ids) from an `.npz` file."""
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise AnnotatorError(f"'{path}': cannot read it as .npz: {exc}") from exc
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise AnnotatorError(f"'{path}': holds a single array, not an .npz archive")
-    with archive:
-        missing = [key for key in ("scores", "image_ids", "caption_ids") if key not in archive]
-        if missing:
-            raise AnnotatorError(f"'{path}': the archive lacks the array(s) {', '.join(missing)}")
-        try:
-            return archive["scores"], archive["image_ids"], archive["caption_ids"]
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise AnnotatorError(f"'{path}': cannot read it as .npz: {exc}") from exc
-
-
-def load_npy(path: Path) -> np.ndarray:
-    """Return the array of an `.npy` file, memory-mapped so only the rows used are read."""
-    try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise AnnotatorError(f"'{path}': cannot read it as .npy: {exc}") from exc
-    if not isinstance(array, np.ndarray):
-        array.close()
-        raise AnnotatorError(f"'{path}': is an .npz archive, not a single .npy array")
-    return array
-
-
-def check_matrix(values: np.ndarray, n_images: int, n_captions: int, source: Path) -> None:
-    """Raise AnnotatorError unless `values` is a real (n_images, n_captions) matrix."""
-    if values.ndim != 2 or values.shape != (n_images, n_captions):
-        raise AnnotatorError(
-            f"'{source}': scores must have shape (image ids, caption ids) = "
-            f"{(n_images, n_captions)}, got {values.shape}"
-        )
-    if not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)):
-        raise AnnotatorError(f"'{source}': scores must be real numbers, got dtype {values.dtype}")
-
-
-class RankedLists(NamedTuple):
-    """One direction's lists in corpus rows, one entry per (query, target), list after list."""
-
-    queries: np.ndarray  # int64 query row of each entry; a list's entries are contiguous
-    targets: np.ndarray  # int64 target row of each entry, best first within a list
-    in_file: int  # queries the file holds for this direction
-    in_corpus: int  # of which the corpus holds
-
-    @classmethod
-    def empty(cls) -> RankedLists:
-        """Return a direction without lists."""
-        none = np.zeros(0, dtype=np.int64)
-        return cls(queries=none, targets=none, in_file=0, in_corpus=0)
-
-
-def parse_rankings(
-    part: Any, direction: str, query_ids: np.ndarray, target_ids: np.ndarray, source: Path
-) -> RankedLists:
-    """Return one direction's ranked lists in corpus rows.
-
-    Queries and targets the corpus lacks are dropped; a repeated query or target is an error,
-    since it would order a pair against itself.
-    """
-    if not isinstance(part, Mapping):
-        raise AnnotatorError(f"'{source}': '{direction}' must map query ids to lists of ids")
-    query_row = {value: row for row, value in enumerate(query_ids.tolist())}
-    keys: list[Any] = []
-    rows: list[int] = []
-    lists: list[np.ndarray] = []
-    seen: set[int] = set()
-    for key, targets in part.items():
-        query = parse_id(key)
-        if query is None or query in seen:
-            problem = "is not an integer id" if query is None else "is named twice"
-            raise AnnotatorError(f"'{source}': '{direction}' query {key!r} {problem}")
-        seen.add(query)
-        if not isinstance(targets, list):
-            raise AnnotatorError(f"'{source}': '{direction}' query {key!r} must map to a list")
-        keys.append(key)
-        rows.append(query_row.get(query, -1))
-        lists.append(parse_ids(targets, f"the '{direction}' list of {key!r}", source))
-    if not lists:
-        return RankedLists.empty()
-    list_of = np.repeat(np.arange(len(lists)), [len(ids) for ids in lists])
-    ids = np.concatenate(lists)
-    # Repeats inside one list show up as equal neighbours once sorted by (list, id).
-    order = np.lexsort((ids, list_of))
-    repeats = np.flatnonzero((np.diff(list_of[order]) == 0) & (np.diff(ids[order]) == 0))
-    if len(repeats):
-        first = order[repeats[0]]
-        raise AnnotatorError(
-            f"'{source}': the '{direction}' list of {keys[list_of[first]]!r} repeats the id "
-            f"{ids[first]}"
-        )
-    targets, present = IdIndex(target_ids).rows(ids)
-    queries = np.asarray(rows, dtype=np.int64)[list_of]
-    keep = present & (queries >= 0)
-    return RankedLists(
-        queries=queries[keep],
-        targets=targets[keep],
-        in_file=len(keys),
-        in_corpus=sum(row >= 0 for row in rows),
-    )
-
-
-class RankGraph(NamedTuple):
-    """Listed pairs (keys image row * n_captions + caption row) and "ranked above" edges."""
-
-    nodes: np.ndarray  # sorted int64 pair keys
-    sources: np.ndarray  # node indices: each source must score above its target
-    targets: np.ndarray
-
-
-def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return (sorted distinct values, position of each value among them).
-
-    Sort-based: numpy's hash-based `unique` is many times slower on millions of int64 keys.
-    """
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts = np.ones(len(values), dtype=bool)
-    starts[1:] = ordered[1:] != ordered[:-1]
-    inverse = np.empty(len(values), dtype=np.int64)
-    inverse[order] = np.cumsum(starts) - 1
-    return ordered[starts], inverse
-
-
-def direction_edges(
-    queries: np.ndarray, positions: np.ndarray, node_queries: np.ndarray, n_queries: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Return the edges one direction's lists impose on the listed pairs.
-
-    Each listed target is above the next, and a list's last target is above every other listed
-    pair of the same query. `queries` and `positions` give the query row and the node of every
-    list entry (lists contiguous, best first); `node_queries` the query row of every node, one
-    of `n_queries` (images for i2t, captions for t2i).
-    """
-    if not len(queries):
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
-    same_list = queries[:-1] == queries[1:]
-    in_a_list = np.zeros(len(node_queries), dtype=bool)
-    in_a_list[positions] = True
-    ends = np.flatnonzero(np.r_[~same_list, True])
-    last_of_query = np.full(n_queries, -1, dtype=np.int64)
-    last_of_query[queries[ends]] = positions[ends]
-    # The other pairs of a listed query: nodes of that query no list of this direction holds.
-    last = last_of_query[node_queries]
-    below = np.flatnonzero((last >= 0) & ~in_a_list)
-    sources = np.concatenate([positions[:-1][same_list], last[below]])
-    targets = np.concatenate([positions[1:][same_list], below])
-    return sources, targets
-
-
-def rank_graph(i2t: RankedLists, t2i: RankedLists, n_images: int, n_captions: int) -> RankGraph:
-    """Return the listed pairs of both directions and the constraints between them."""
-    width = max(n_captions, 1)
-    keys = np.concatenate([i2t.queries * width + i2t.targets, t2i.targets * width + t2i.queries])
-    nodes, positions = unique_inverse(keys)
-    split = len(i2t.queries)
-    row_edges = direction_edges(i2t.queries, positions[:split], nodes // width, n_images)
-    column_edges = direction_edges(t2i.queries, positions[split:], nodes % width, n_captions)
-    return RankGraph(
-        nodes=nodes,
-        sources=np.concatenate([row_edges[0], column_edges[0]]),
-        targets=np.concatenate([row_edges[1], column_edges[1]]),
-    )
-
-
-def longest_path_levels(n_nodes: int, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Return each node's longest-path depth in the graph of edges sources → targets.
-
-    Nodes on or below a cycle have no depth and get -1. Whole layers are peeled at once (every
-    node whose predecessors are all done), so the number of numpy passes is the depth, not the
-    number of nodes.
-    """
-    order = np.argsort(sources, kind="stable")
-    successors = targets[order]
-    starts = np.searchsorted(sources[order], np.arange(n_nodes + 1))
-    remaining = np.bincount(targets, minlength=n_nodes)
-    levels = np.full(n_nodes, -1, dtype=np.int64)
-    layer = np.flatnonzero(remaining == 0)
-    depth = 0
-    while layer.size:
-        levels[layer] = depth
-        counts = starts[layer + 1] - starts[layer]
-        total = int(counts.sum())
-        if total == 0:
-            break
-        # Positions of every out-edge of the layer: each node's run of successors, back to back.
-        offsets = np.repeat(starts[layer] - (np.cumsum(counts) - counts), counts)
-        reached = np.sort(successors[offsets + np.arange(total)])
-        firsts = np.flatnonzero(np.r_[True, reached[1:] != reached[:-1]])
-        reached, hits = reached[firsts], np.diff(np.r_[firsts, total])
-        remaining[reached] -= hits
-        layer = reached[remaining[reached] == 0]
-        depth += 1
-    return levels
-
-
-def cycle_node(n_nodes: int, sources: np.ndarray, targets: np.ndarray) -> int:
-    """Return the index of the first node on a cycle; the graph must hold one."""
-    graph = sparse.csr_array((np.ones(len(sources)), (sources, targets)), shape=(n_nodes, n_nodes))
-    _, component = csgraph.connected_components(graph, directed=True, connection="strong")
-    # A strongly connected component of two or more nodes is where the cycles are.
-    return int(np.flatnonzero(np.bincount(component)[component] > 1)[0])
 
 
 class PrecomputedAnnotator(Annotator):

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from django.db import transaction
 
-from annotation.review import assignment_review
 from annotation.models import (
     Assignment,
     AssignmentStatus,
@@ -24,15 +23,13 @@ from annotation.models import (
     PositivePair,
     PositiveSource,
 )
-from mitl.releases import I2T_FILE, T2I_FILE
-
 from mitl.config import batch_config
+from mitl.release_files import I2T_FILE, T2I_FILE
+
 from .pipeline import STAGE_ORDER, stage_advance
-from .progress import StageTracker
-from .simulate import crowd_simulate
+from .simulate import REVIEW_ROUNDS, crowd_simulate_reviewed
 
 REPORT_KEY = "simulated_crowd"  # in Batch.reports: what the autopilot did, for the batch page
-REVIEW_ROUNDS = 3  # rounds of "simulate, reject what failed the golden check"
 MIN_WORKERS = 12
 REJECTION_FEEDBACK = "A golden pair was answered wrongly (simulated crowd, rejected automatically)."
 
@@ -72,24 +69,14 @@ def crowd_autopilot(*, batch_id: int, seed: int = 0) -> AutopilotStep:
     n_workers = max(MIN_WORKERS, config.assignments_per_hit * (REVIEW_ROUNDS + 1))
     with tempfile.TemporaryDirectory() as folder:
         oracle = None if batch.dataset.meta.get("synthetic") else _known_positives(batch, folder)
-        rejected = 0
-        for round_index in range(REVIEW_ROUNDS):
-            crowd_simulate(
-                batch=batch,
-                config=config,
-                tracker=StageTracker(batch=batch, stage=BatchState.ANNOTATING),
-                n_workers=n_workers,
-                oracle_dir=oracle,
-                seed=seed + round_index,
-            )
-            flagged = Assignment.objects.filter(
-                hit__batch=batch, status=AssignmentStatus.SUBMITTED, flagged=True
-            )
-            if not flagged.exists():
-                break
-            for assignment in flagged:
-                assignment_review(assignment=assignment, approve=False, feedback=REJECTION_FEEDBACK)
-                rejected += 1
+        rejected = crowd_simulate_reviewed(
+            batch=batch,
+            config=config,
+            n_workers=n_workers,
+            feedback=REJECTION_FEEDBACK,
+            oracle_dir=oracle,
+            seed=seed,
+        )
     approved = Assignment.objects.filter(hit__batch=batch, status=AssignmentStatus.APPROVED)
     _report(
         batch,

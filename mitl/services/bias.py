@@ -1,12 +1,12 @@
 """The model-bias report of a batch: read its rankings, proposals, verdicts and judgements once.
 
-The numbers come from `mitl.bias` (see its docstring for the definitions); this module only
-reads the batch in a fixed number of queries, whatever the number of annotator subsets, and
-mirrors what a release counts: the original set plus the batch's verdicts, invalid captions
-left out (neither positives nor caption queries). The crowd's answers leave them out too:
-the candidates of an invalid caption count in neither the answer and rationale shares nor
-the positives per annotator; `judgements_on_invalid_captions` and
-`candidates_on_invalid_captions` say how many were left out.
+The numbers come from `mitl.bias` and `mitl.crowd_answers` (see their docstrings for the
+definitions); this module only reads the batch in a fixed number of queries, whatever the
+number of annotator subsets, and mirrors what a release counts: the original set plus the
+batch's verdicts, invalid captions left out (neither positives nor caption queries). The
+crowd's answers leave them out too: the candidates of an invalid caption count in neither the
+answer and rationale shares nor the positives per annotator; `judgements_on_invalid_captions`
+and `candidates_on_invalid_captions` say how many were left out.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from annotation.errors import ServiceError
 from annotation.models import (
     AssignmentStatus,
     Batch,
@@ -27,19 +28,16 @@ from annotation.models import (
     Ranking,
     Verdict,
 )
-from annotation.errors import ServiceError
 from annotation.services import ORIGINAL_SET
-from mitl.bias import (
+from mitl.bias import MAX_ANNOTATORS, direction_bias, json_safe
+from mitl.config import parse_batch_config
+from mitl.crowd_answers import (
     LEVELS,
-    MAX_ANNOTATORS,
     JudgedAnswer,
     answer_shares,
-    direction_bias,
-    json_safe,
     positives_by_annotator,
     rationale_shares,
 )
-from mitl.config import parse_batch_config
 from mitl.judgements import LEVEL_LABELS, Level
 
 # (direction, subsets done, subsets in all): the subset loop's progress

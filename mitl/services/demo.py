@@ -13,18 +13,19 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from annotation.review import assignment_review
 from annotation.models import Assignment, AssignmentStatus, Batch, BatchState, Dataset, Release
 from annotation.services import dataset_import_tsv
-from mitl import synthetic
+from mitl.config import batch_config
 from mitl.positive_sets import set_agreement
-from mitl.releases import I2T_FILE, STATS_FILE, T2I_FILE, positives_by_query
+from mitl.release_files import I2T_FILE, STATS_FILE, T2I_FILE, positives_by_query
+from mitl.synthetic.files import write
+from mitl.synthetic.generation import generate
+from mitl.synthetic.truth import truth_matrix
 
 from .annotators import annotator_create
-from mitl.config import batch_config
 from .pipeline import batch_create, batch_run_until
-from .progress import ProgressListener, StageTracker
-from .simulate import crowd_simulate, synthetic_regenerate
+from .progress import ProgressListener
+from .simulate import crowd_simulate_reviewed, synthetic_regenerate
 
 # Four kinds of machine annotator, so the candidates are not one model's blind spots:
 # captions' words, captions' meaning, object labels, and pixels (a tiny CLIP trained here).
@@ -40,9 +41,8 @@ LIVE_BATCH = {"n_image_queries": 8, "n_caption_queries": 8, "k": 3, "assignments
 DEMO_PASSWORD = "mitl-demo"
 DEMO_ACCOUNTS = {"admin": True, "annotator1": False, "annotator2": False}  # name → is staff
 
-# Flagged work is rejected and re-posted for other workers, as an admin would; a few rounds
-# fill nearly every HIT (the ECCV Caption run rejected 37% of submitted HITs).
-REVIEW_ROUNDS = 3
+# Flagged work is rejected and re-posted for other workers, as an admin would.
+REJECTION_FEEDBACK = "A golden pair was answered wrongly."
 
 
 @dataclass
@@ -94,7 +94,14 @@ def demo_run(
     batch_run_until(batch_id=batch.pk, until=BatchState.ANNOTATING, listener=listener)
     timings["retrieve+pool+build"] = time.monotonic() - mark
     mark = time.monotonic()
-    _simulate_with_review(batch, n_workers=n_workers, seed=seed, listener=listener)
+    crowd_simulate_reviewed(
+        batch=batch,
+        config=batch_config(batch),
+        n_workers=n_workers,
+        feedback=REJECTION_FEEDBACK,
+        seed=seed,
+        listener=listener,
+    )
     timings["annotate"] = time.monotonic() - mark
     mark = time.monotonic()
     batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED, listener=listener, force=True)
@@ -144,8 +151,8 @@ def _demo_dataset(*, n_images: int, seed: int, listener: ProgressListener | None
         return existing
     out_dir = settings.VAR_DIR / "synthetic" / name
     if not (out_dir / "captions.tsv").exists():  # written once, e.g. by train_demo_clip
-        generated = synthetic.generate(n_images=n_images, seed=seed)
-        synthetic.write(generated, out_dir, progress=_relay(listener, "generating"))
+        generated = generate(n_images=n_images, seed=seed)
+        write(generated, out_dir, progress=_relay(listener, "generating"))
     meta = json.loads((out_dir / "synthetic.json").read_text())
     return dataset_import_tsv(
         name=name,
@@ -175,27 +182,6 @@ def _demo_clip(dataset: Dataset, listener: ProgressListener | None) -> dict[str,
     return clip_training.trained_model_config(out_dir)
 
 
-def _simulate_with_review(
-    batch: Batch, *, n_workers: int, seed: int, listener: ProgressListener | None
-) -> None:
-    config = batch_config(batch)
-    for round_index in range(REVIEW_ROUNDS):
-        crowd_simulate(
-            batch=batch,
-            config=config,
-            tracker=StageTracker(batch=batch, stage=BatchState.ANNOTATING, listener=listener),
-            n_workers=n_workers,
-            seed=seed + round_index,
-        )
-        flagged = list(Assignment.objects.filter(hit__batch=batch, flagged=True))
-        if not flagged:
-            return
-        for assignment in flagged:
-            assignment_review(
-                assignment=assignment, approve=False, feedback="A golden pair was answered wrongly."
-            )
-
-
 def _summarise(batch: Batch, release: Release, dataset: Dataset) -> DemoSummary:
     stats = json.loads((Path(release.path) / STATS_FILE).read_text())
     statuses = dict(
@@ -221,7 +207,7 @@ def _summarise(batch: Batch, release: Release, dataset: Dataset) -> DemoSummary:
 def _agreement_with_truth(release: Release, dataset: Dataset) -> dict[str, dict[str, float]]:
     """Precision and recall of the original and released positives against the synthetic truth."""
     generated = synthetic_regenerate(dataset=dataset)
-    truth = synthetic.truth_matrix(generated)
+    truth = truth_matrix(generated)
     image_ids = np.array([scene.image_id for scene in generated.scenes])
     caption_ids = np.array([caption.caption_id for caption in generated.captions])
     released = {

@@ -14,15 +14,13 @@ from dataclasses import dataclass
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
-from annotation.models import Caption, Dataset, Evaluation, Release
 from annotation.errors import ServiceError
-from mitl.evaluation import (
+from annotation.models import Caption, Dataset, Evaluation, Release
+from mitl.evaluation import CaptionSplit, evaluate, metric_keys
+from mitl.evaluation_inputs import (
     DIRECTIONS,
-    CaptionSplit,
     EvaluationError,
     RankingsByDirection,
-    evaluate,
-    metric_keys,
     rankings_sha256,
     release_load,
 )

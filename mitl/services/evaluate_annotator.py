@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from annotation.models import Dataset, Direction, MachineAnnotator, PositivePair, PositiveSet
 from annotation.errors import ServiceError
+from annotation.models import Dataset, Direction, MachineAnnotator, PositivePair, PositiveSet
 from mitl.metrics import precision_at_k, recall_at_k
-from mitl.retrieval import retrieve_i2t, retrieve_t2i
+from mitl.retrieval.topk import retrieve_i2t, retrieve_t2i
 
 from .corpus import NotInCorpus, corpus_load, rows_of
 from .progress import ProgressListener

@@ -12,11 +12,12 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
-from annotation.models import Batch, Caption, Dataset, Direction, Image, Query
 from annotation.errors import ServiceError
+from annotation.models import Batch, Caption, Dataset, Direction, Image, Query
 
 from .autopilot import autopilot_request
 from .pipeline import batch_create, batch_start
+from .queueing import crowd_autopilot_queue
 
 MAX_LISTED_IDS = 5  # unknown ids named in an error message
 
@@ -70,8 +71,6 @@ def batch_launch(*, batch: Batch, simulated_crowd: bool = False) -> Batch:
     With no broker the stages run inside this call (Celery's eager mode); a failing stage
     records its error on the batch and raises here.
     """
-    from mitl.tasks import crowd_autopilot  # tasks import the services
-
     if not simulated_crowd:
         return batch_start(batch=batch)
     autopilot_request(batch=batch)
@@ -80,7 +79,7 @@ def batch_launch(*, batch: Batch, simulated_crowd: bool = False) -> Batch:
     finally:
         # Queued even when an eager stage failed here, so the batch page says it stopped;
         # on commit, so a worker never reads the batch before it is saved.
-        transaction.on_commit(lambda: crowd_autopilot.delay(batch.pk))
+        crowd_autopilot_queue(batch_id=batch.pk)
     return batch
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, F, Q
 
+from annotation.errors import ServiceError
 from annotation.handout import assignments_close_batch
 from annotation.models import (
     HIT,
@@ -28,16 +29,16 @@ from annotation.models import (
     MachineAnnotator,
     Release,
 )
-from annotation.errors import ServiceError
 from mitl.config import BatchConfig, batch_config, parse_batch_config
 
 from .aggregate import verdicts_aggregate
 from .build import hits_build
 from .corpus import corpus_load
+from .diversity import diversity_save
 from .pool import candidates_pool
 from .progress import ProgressListener, StageTracker
+from .queueing import retrieval_chunks_queue, stage_queue
 from .release import release_create
-from .report import diversity_save
 from .retrieve import (
     embeddings_warm,
     rankings_compute,
@@ -67,7 +68,8 @@ def batch_create(*, dataset: Dataset, name: str, raw_config: Mapping[str, Any]) 
     if missing:
         raise ServiceError(
             f"batch config: unknown annotator {missing[0]!r}; create it first "
-            "(python manage.py annotator_create) or fix the name"
+            "(python manage.py annotator_create) or fix the name",
+            field="annotators",
         )
     n_images = dataset.images.count()
     n_captions = dataset.captions.filter(is_invalid=False).count()
@@ -92,15 +94,13 @@ def next_state(state: str) -> str:
 
 def batch_start(*, batch: Batch) -> Batch:
     """Move a draft batch to retrieving and queue the automatic stages."""
-    from mitl.tasks import run_stage  # tasks import this module
-
     with transaction.atomic():
         updated = Batch.objects.filter(pk=batch.pk, state=BatchState.DRAFT).update(
             state=BatchState.RETRIEVING
         )
         if not updated:
             raise ServiceError(f"batch {batch.pk} has already started (state {batch.state})")
-        transaction.on_commit(lambda: run_stage.delay(batch.pk, BatchState.RETRIEVING))
+        stage_queue(batch_id=batch.pk, stage=BatchState.RETRIEVING)
     batch.refresh_from_db()
     return batch
 
@@ -211,20 +211,15 @@ def stage_advance(
 
 def _retrieval_dispatch(batch: Batch, config: BatchConfig, tracker: StageTracker) -> None:
     """Queue one retrieval task per annotator and block of queries still missing."""
-    from mitl.tasks import retrieve_chunk, run_stage
-
     loaded = corpus_load(dataset=batch.dataset)  # read once for planning and warming
     plan = retrieval_plan(batch=batch, config=config, loaded=loaded)
     tracker.start(len(config.annotators) * batch.queries.count())
     if not plan:
         if retrieval_finish(batch=batch, config=config):
-            transaction.on_commit(lambda: run_stage.delay(batch.pk, BatchState.POOLING))
+            stage_queue(batch_id=batch.pk, stage=BatchState.POOLING)
         return
     embeddings_warm(batch=batch, config=config, loaded=loaded)
-    for annotator_id, query_ids in plan:
-        transaction.on_commit(
-            lambda a=annotator_id, q=query_ids: retrieve_chunk.delay(batch.pk, a, q)
-        )
+    retrieval_chunks_queue(batch_id=batch.pk, chunks=plan)
 
 
 def retrieval_chunk_run(*, batch_id: int, annotator_id: int, query_ids: list[int]) -> bool:

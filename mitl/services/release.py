@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 
+from annotation.errors import ServiceError
 from annotation.models import (
     HIT,
     Assignment,
@@ -29,7 +30,6 @@ from annotation.models import (
     Release,
     Verdict,
 )
-from annotation.errors import ServiceError
 from annotation.services import ORIGINAL_SET
 from mitl.aggregation import RULE_DESCRIPTIONS
 from mitl.bias_html import render_bias_html
@@ -37,7 +37,7 @@ from mitl.config import BatchConfig
 from mitl.datasheet import datasheet_markdown
 from mitl.judgements import Level, mask_to_shortcomings, mask_to_wrong_concepts
 from mitl.qrels import qrels_text
-from mitl.releases import (
+from mitl.release_files import (
     DATASHEET_FILE,
     QRELS_I2T_FILE,
     QRELS_T2I_FILE,
@@ -50,7 +50,7 @@ from mitl.releases import (
 
 from .aggregate import human_set_name
 from .bias import bias_report_build
-from .report import DIVERSITY_FILE
+from .diversity import DIVERSITY_FILE
 
 BIAS_HTML_FILE = "bias_report.html"
 BIAS_JSON_FILE = "bias_report.json"

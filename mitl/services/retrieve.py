@@ -25,7 +25,8 @@ from annotation.models import (
 )
 from mitl.annotators import Annotator, EmbeddingAnnotator, annotator_class, build_annotator
 from mitl.config import BatchConfig
-from mitl.retrieval import TopK, retrieve_both
+from mitl.retrieval.both import retrieve_both
+from mitl.retrieval.topk import TopK
 from mitl.sampling import CAPTION_STREAM, IMAGE_STREAM, sample_ids
 
 from .corpus import LoadedCorpus, corpus_load

@@ -14,19 +14,33 @@ from pathlib import Path
 import numpy as np
 from django.db.models import Count, Q
 
-from annotation.handout import ACTIVE_STATUSES, assignment_create
-from annotation.submissions import AnswerInput, SubmissionResult, assignment_submit
-from annotation.parsers import parse_eccv_pairs
-from annotation.models import HIT, Batch, Dataset, Worker
 from annotation.errors import ServiceError
+from annotation.handout import ACTIVE_STATUSES, assignment_create
+from annotation.models import (
+    HIT,
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    BatchState,
+    Dataset,
+    Worker,
+)
+from annotation.parsers import parse_eccv_pairs
+from annotation.review import assignment_review
 from annotation.services import worker_simulated_get_or_create
-from mitl import synthetic
+from annotation.submissions import AnswerInput, SubmissionResult, assignment_submit
 from mitl.config import BatchConfig
 from mitl.simulation import WorkerProfile, answer, crowd_profiles, oracle_truth
+from mitl.synthetic.generation import generate
+from mitl.synthetic.scenes import SyntheticDataset
+from mitl.synthetic.truth import Truth, judge
 
-from .progress import StageTracker
+from .progress import ProgressListener, StageTracker
 
-TruthFn = Callable[[int, int], synthetic.Truth]  # (image ext id, caption ext id) → truth
+TruthFn = Callable[[int, int], Truth]  # (image ext id, caption ext id) → truth
+# Rounds of "simulate, reject what failed the golden check" (the ECCV Caption run rejected
+# 37% of submitted HITs).
+REVIEW_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -36,7 +50,7 @@ class SimulationSummary:
     flagged: int
 
 
-def synthetic_regenerate(*, dataset: Dataset) -> synthetic.SyntheticDataset:
+def synthetic_regenerate(*, dataset: Dataset) -> SyntheticDataset:
     """Regenerate a synthetic dataset (with its truth) from the parameters it was imported with."""
     params = dataset.meta.get("synthetic")
     if not params:
@@ -44,7 +58,7 @@ def synthetic_regenerate(*, dataset: Dataset) -> synthetic.SyntheticDataset:
             f"dataset {dataset.name!r} is not synthetic, so there is no known truth: pass "
             "--oracle DIR with image_to_caption.json and caption_to_image.json"
         )
-    return synthetic.generate(
+    return generate(
         n_images=params["n_images"],
         seed=params["seed"],
         captions_per_image=params["captions_per_image"],
@@ -59,9 +73,7 @@ def truth_source(*, batch: Batch, oracle_dir: Path | None) -> TruthFn:
         )
         return lambda image, caption: oracle_truth((image, caption) in pairs)
     generated = synthetic_regenerate(dataset=batch.dataset)
-    return lambda image, caption: synthetic.judge(
-        generated.scene(image), generated.caption(caption)
-    )
+    return lambda image, caption: judge(generated.scene(image), generated.caption(caption))
 
 
 def crowd_simulate(
@@ -115,6 +127,45 @@ def crowd_simulate(
         tracker.advance()
     tracker.finish()
     return SimulationSummary(assignments=approved + flagged, approved=approved, flagged=flagged)
+
+
+def crowd_simulate_reviewed(
+    *,
+    batch: Batch,
+    config: BatchConfig,
+    n_workers: int,
+    feedback: str,
+    oracle_dir: Path | None = None,
+    seed: int = 0,
+    listener: ProgressListener | None = None,
+) -> int:
+    """Simulate the crowd, reject the work that failed the golden check, and repeat.
+
+    A rejection re-posts the HIT for another worker, as an admin's would; a few rounds
+    fill nearly every HIT. Stops after `REVIEW_ROUNDS` rounds or once no work is flagged;
+    returns how many assignments were rejected.
+    """
+    rejected = 0
+    for round_index in range(REVIEW_ROUNDS):
+        crowd_simulate(
+            batch=batch,
+            config=config,
+            tracker=StageTracker(batch=batch, stage=BatchState.ANNOTATING, listener=listener),
+            n_workers=n_workers,
+            oracle_dir=oracle_dir,
+            seed=seed + round_index,
+        )
+        flagged = list(
+            Assignment.objects.filter(
+                hit__batch=batch, status=AssignmentStatus.SUBMITTED, flagged=True
+            )
+        )
+        if not flagged:
+            break
+        for assignment in flagged:
+            assignment_review(assignment=assignment, approve=False, feedback=feedback)
+        rejected += len(flagged)
+    return rejected
 
 
 def _work_on(

@@ -45,7 +45,7 @@ from annotation.models import (
     Verdict,
     Worker,
 )
-from annotation.mturk_services import mturk_assignment_open, mturk_assignment_submit
+from annotation.mturk.hit_page import mturk_assignment_open, mturk_assignment_submit
 from annotation.review import assignment_review, worker_block
 from annotation.selectors import (
     assignment_page,

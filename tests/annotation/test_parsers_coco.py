@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from annotation.models import Dataset
 from annotation.parsers import (
     CaptionRow,
     ImportFileError,
@@ -18,7 +19,6 @@ from annotation.parsers import (
     parse_coco_captions,
     parse_karpathy,
 )
-from annotation.models import Dataset
 from annotation.services import dataset_import
 
 COCO = {  # the layout of captions_val2014.json (its real ids for the first image)

@@ -28,8 +28,8 @@ from moto.server import ThreadedMotoServer
 from PIL import Image as PILImage
 
 from annotation.image_sources import ImageSourceError, S3ImageSource, image_source_open
-from annotation.parsers import ImportFileError
 from annotation.models import Caption, Dataset, Image, PositiveSet
+from annotation.parsers import ImportFileError
 from annotation.services import dataset_import, dataset_import_tsv
 from mitl.services.corpus import corpus_load
 

@@ -13,7 +13,7 @@ from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, Batch, HITItem, Release
 from annotation.submissions import assignment_submit
 from mitl.config import batch_config
-from mitl.releases import I2T_FILE, T2I_FILE
+from mitl.release_files import I2T_FILE, T2I_FILE
 from mitl.services.pipeline import batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mitl.releases import bundle_path
+from mitl.release_files import bundle_path
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from annotation.models import Assignment, Batch
-from annotation.mturk_services import mturk_assignment_open, mturk_assignment_submit
+from annotation.mturk.hit_page import mturk_assignment_open, mturk_assignment_submit
 from annotation.submissions import AnswerInput
 
 pytestmark = pytest.mark.django_db

@@ -34,9 +34,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.models import Batch, Dataset, ImportJob, Release
-from mitl import synthetic
 from mitl.costs import candidates_at_most, hits_for, mturk_cost
 from mitl.services.annotators import annotator_create
+from mitl.synthetic.files import write
+from mitl.synthetic.generation import generate
 from tests.conftest import services_available
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -129,7 +130,7 @@ def celery_worker_process(settings, tmp_path: Path) -> Iterator[subprocess.Popen
 def upload_files(tmp_path: Path) -> tuple[Path, Path]:
     """A small synthetic dataset as an admin would upload it: captions TSV and images zip."""
     folder = tmp_path / "shapes"
-    synthetic.write(synthetic.generate(n_images=N_IMAGES, seed=11), folder)
+    write(generate(n_images=N_IMAGES, seed=11), folder)
     archive = tmp_path / "shapes-images.zip"
     with zipfile.ZipFile(archive, "w") as out:
         for image in sorted((folder / "images").iterdir()):

@@ -15,9 +15,9 @@ from urllib.parse import parse_qs, urlencode
 
 import pytest
 
-from annotation import mturk
 from annotation.models import HIT, Assignment, Batch, HITItem, Judgement
-from annotation.mturk_services import hit_page_path
+from annotation.mturk.links import hit_page_path
+from annotation.mturk.protocol import PREVIEW_ASSIGNMENT_ID
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -103,9 +103,7 @@ def frame_src(live_server, hit: HIT, **params: str) -> str:
 def test_the_preview_is_framed_by_mturk_only_and_cannot_be_answered(
     new_page, live_server, fake_mturk, published, settings, screenshots_dir
 ):
-    fake_mturk.frame_src = frame_src(
-        live_server, published, assignmentId=mturk.PREVIEW_ASSIGNMENT_ID
-    )
+    fake_mturk.frame_src = frame_src(live_server, published, assignmentId=PREVIEW_ASSIGNMENT_ID)
     settings.MTURK_ALLOWED_SUBMIT_HOSTS = []  # this origin is not MTurk: no frame
     page = new_page()
     page.goto(fake_mturk.origin + "/", wait_until="load")

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from annotation.models import Dataset, Evaluation, Release
 from frontend.views import leaderboard as leaderboard_view
-from mitl.releases import I2T_FILE, T2I_FILE
+from mitl.release_files import I2T_FILE, T2I_FILE
 
 pytestmark = pytest.mark.django_db
 

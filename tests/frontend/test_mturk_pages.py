@@ -15,9 +15,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from annotation import mturk, mturk_services
 from annotation.models import HIT, Assignment, Batch, HITItem, Judgement, Worker
-from annotation.mturk_services import hit_page_path, image_path
+from annotation.mturk.links import hit_page_path, image_path
+from annotation.mturk.protocol import PREVIEW_ASSIGNMENT_ID, SANDBOX_ENDPOINT
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ def _mturk_settings(settings, monkeypatch):
     def no_default_client(**kwargs):
         pytest.fail("a page made its own MTurk client: this test gives none")
 
-    monkeypatch.setattr(mturk_services, "mturk_client", no_default_client)
+    monkeypatch.setattr("annotation.mturk.client.mturk_client", no_default_client)
 
 
 @pytest.fixture
@@ -85,9 +85,7 @@ def answers_for(hit: HIT) -> dict:
 
 def test_a_preview_shows_every_pair_with_inputs_off_and_stores_nothing(client, published):
     hit = first_hit(published)
-    response = client.get(
-        page_url(hit, assignmentId=mturk.PREVIEW_ASSIGNMENT_ID, hitId=hit.external_id)
-    )
+    response = client.get(page_url(hit, assignmentId=PREVIEW_ASSIGNMENT_ID, hitId=hit.external_id))
     html = response.content.decode()
     assert response.status_code == 200
     assert 'data-preview="1"' in html
@@ -100,7 +98,7 @@ def test_a_preview_shows_every_pair_with_inputs_off_and_stores_nothing(client, p
 
 def test_only_mturk_may_frame_the_hit_page(client, published):
     hit = first_hit(published)
-    response = client.get(page_url(hit, assignmentId=mturk.PREVIEW_ASSIGNMENT_ID))
+    response = client.get(page_url(hit, assignmentId=PREVIEW_ASSIGNMENT_ID))
     assert "X-Frame-Options" not in response
     assert response["Content-Security-Policy"] == FRAME_ANCESTORS
 
@@ -274,9 +272,9 @@ def mturk_api(monkeypatch):
         region_name="us-east-1",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
-        endpoint_url=mturk.SANDBOX_ENDPOINT,
+        endpoint_url=SANDBOX_ENDPOINT,
     )
-    monkeypatch.setattr(mturk_services, "mturk_client", lambda **kwargs: api)
+    monkeypatch.setattr("annotation.mturk.client.mturk_client", lambda **kwargs: api)
     with Stubber(api) as stub:
         yield stub
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from annotation.models import Batch, Release
 from mitl.config import batch_config
-from mitl.releases import bundle_path
+from mitl.release_files import bundle_path
 from mitl.services.pipeline import batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.models import Assignment, HITItem, Judgement
-from annotation.mturk_services import mturk_assignment_open, mturk_assignment_submit
+from annotation.mturk.hit_page import mturk_assignment_open, mturk_assignment_submit
 from annotation.submissions import AnswerInput
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,6 @@ import random
 import numpy as np
 import pytest
 
-from mitl import synthetic
 from mitl.aggregation import (
     GRADED_THRESHOLD,
     RULES,
@@ -21,6 +20,8 @@ from mitl.aggregation import (
 from mitl.config import ConfigError, parse_batch_config
 from mitl.judgements import Level
 from mitl.simulation import WorkerProfile, answer
+from mitl.synthetic.generation import generate
+from mitl.synthetic.truth import judge, truth_matrix
 
 Y, WY, WN, N = Level.YES, Level.WEAK_YES, Level.WEAK_NO, Level.NO
 
@@ -286,8 +287,8 @@ def simulated_crowd(*, adversarial: int, seed: int = 11):
 
     Returns (answers, known golden labels, truth of every task).
     """
-    generated = synthetic.generate(n_images=60, seed=3)
-    truth = synthetic.truth_matrix(generated)
+    generated = generate(n_images=60, seed=3)
+    truth = truth_matrix(generated)
     rng = np.random.default_rng(seed)
     positives, negatives = np.argwhere(truth), np.argwhere(~truth)
 
@@ -304,7 +305,7 @@ def simulated_crowd(*, adversarial: int, seed: int = 11):
     answers = []
     for key in [*tasks, *known]:
         _, i, c = key
-        pair_truth = synthetic.judge(generated.scenes[i], generated.captions[c])
+        pair_truth = judge(generated.scenes[i], generated.captions[c])
         for k in rng.choice(len(workers), 3, replace=False):
             level = answer(pair_truth, workers[k], rng, followups=False).level
             level = MIRROR[level] if workers[k].name in liars else level

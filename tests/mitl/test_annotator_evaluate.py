@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from annotation.models import PositivePair, PositiveSet, PositiveSource
 from mitl.annotators import build_annotator
-from mitl.retrieval import retrieve_t2i
+from mitl.retrieval.topk import retrieve_t2i
 from mitl.services.corpus import corpus_load
 
 pytestmark = pytest.mark.django_db

@@ -7,16 +7,15 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from mitl.bias import (
+from mitl.bias import direction_bias, json_safe
+from mitl.bias_html import BIAS_CSS, MATRIX_ROWS_MAX, render_bias_html
+from mitl.crowd_answers import (
     LEVELS,
     JudgedAnswer,
     answer_shares,
-    direction_bias,
-    json_safe,
     positives_by_annotator,
     rationale_shares,
 )
-from mitl.bias_html import BIAS_CSS, MATRIX_ROWS_MAX, render_bias_html
 from mitl.judgements import LEVEL_LABELS, Level, shortcomings_to_mask, wrong_concepts_to_mask
 
 ANSWERS = [

@@ -17,7 +17,7 @@ from mitl.annotators import (
     build_annotator,
 )
 from mitl.annotators.bow import STOP_WORDS, tokenize
-from mitl.retrieval import retrieve_i2t, retrieve_t2i
+from mitl.retrieval.topk import retrieve_i2t, retrieve_t2i
 
 
 def make_corpus(captions_per_image: list[list[str]]) -> Corpus:

@@ -15,6 +15,7 @@ from annotation.parsers import parse_captions_tsv  # noqa: E402
 from mitl import clip_training  # noqa: E402
 from mitl.annotators.base import Corpus  # noqa: E402
 from mitl.annotators.open_clip import OpenClipAnnotator  # noqa: E402
+from mitl.clip_training_data import epoch_batches  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,7 @@ def test_epoch_batches_use_every_caption_once_and_no_image_twice() -> None:
     # Image 2 has one caption, image 3 none: they must not break the rounds.
     caption_image = np.array([0, 0, 0, 1, 1, 1, 2, 4, 4, 4])
     rng = np.random.default_rng(0)
-    batches = clip_training.epoch_batches(caption_image, 5, 2, rng)
+    batches = epoch_batches(caption_image, 5, 2, rng)
     used = np.concatenate(batches)
     assert set(used.tolist()) == set(range(len(caption_image)))
     for batch in batches:

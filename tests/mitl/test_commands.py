@@ -73,7 +73,6 @@ def test_annotator_create_refuses_bad_or_conflicting_settings(args, message):
 
 def test_annotator_create_service_behind_the_command_is_idempotent(db):
     from annotation.errors import ServiceError
-    from annotation.services import 
     from mitl.services.annotators import annotator_create
 
     first = annotator_create(name="tfidf", kind="bow", config={})

@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 import pytest
 
-from mitl.config import BatchConfig, ConfigError, parse_batch_config
+from mitl.config import BatchConfig, ConfigError, batch_config, parse_batch_config
 
 ANNOTATORS = ["tfidf", "clip"]
 
@@ -84,6 +84,7 @@ def test_a_bad_value_gives_a_config_error_naming_the_key_and_the_value(raw, key,
     message = str(caught.value)
     assert f"`{key}`" in message or repr(key) in message  # quoted, so "k" is not just a letter
     assert bad_value in message
+    assert caught.value.key == key  # forms and the API put the message beside this key
 
 
 def test_depth_below_k_names_both_values():
@@ -202,3 +203,19 @@ def test_to_json_round_trips_through_parse_batch_config(raw):
     assert parse_batch_config(reloaded) == config
     for key, value in raw.items():
         assert data[key] == value
+
+
+def test_an_error_about_the_whole_config_names_no_key():
+    with pytest.raises(ConfigError) as caught:
+        parse(n_image_queries=0, n_caption_queries=0)
+    assert caught.value.key is None
+
+
+def test_batch_config_reads_a_stored_config_with_the_defaults_filled_in():
+    class Stored:  # anything with a raw `config`, as a Batch row has
+        config = {"annotators": ["tfidf"], "followups": False}
+
+    config = batch_config(Stored())
+    assert config.followups is False
+    assert config.golden_policy == "approve_or_flag"
+    assert config.assignment_minutes == 30

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mitl.datasheet import datasheet_markdown
-from mitl.releases import QRELS_I2T_FILE, STANDARD_FILES
+from mitl.release_files import QRELS_I2T_FILE, STANDARD_FILES
 
 MANIFEST = {
     "name": "coco5k",

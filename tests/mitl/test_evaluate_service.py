@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.parsers import parse_captions_tsv
-from annotation.models import Evaluation, Release
 from annotation.errors import ServiceError
-from mitl.evaluation import evaluate, release_load
-from mitl.metrics import coco_recalls
-from mitl.releases import I2T_FILE, T2I_FILE
+from annotation.models import Evaluation, Release
+from annotation.parsers import parse_captions_tsv
+from mitl.coco_recalls import coco_recalls
+from mitl.evaluation import evaluate
+from mitl.evaluation_inputs import release_load
+from mitl.release_files import I2T_FILE, T2I_FILE
 from mitl.services.evaluate import evaluation_submit, leaderboard_of
 
 pytestmark = pytest.mark.django_db

@@ -8,17 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from mitl.evaluation import (
-    CaptionSplit,
+from mitl.evaluation import CaptionSplit, evaluate, format_table
+from mitl.evaluation_inputs import (
     EvaluationError,
-    evaluate,
-    format_table,
     rankings_parse,
     rankings_read,
     rankings_sha256,
     release_load,
 )
-from mitl.releases import I2T_FILE, T2I_FILE, VERDICT_COLUMNS, VERDICTS_FILE
+from mitl.release_files import I2T_FILE, T2I_FILE, VERDICT_COLUMNS, VERDICTS_FILE
 
 # Images 1 to 5 with captions 11-15, 21-25, …, 51-55 (caption c belongs to image c // 10).
 CAPTIONS = [c for image in (1, 2, 3, 4, 5) for c in range(image * 10 + 1, image * 10 + 6)]

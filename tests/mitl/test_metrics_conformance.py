@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mitl.metrics import MetricError, coco_recalls, prepare, retrieval_metrics
+from mitl.coco_recalls import coco_recalls
+from mitl.metric_truth import MetricError, prepare
+from mitl.metrics import retrieval_metrics
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # "failed to import ujson"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mitl import synthetic
 from mitl.annotators.base import AnnotatorError, Corpus
 from mitl.annotators.object_labels import ObjectLabelsAnnotator
-from mitl.retrieval import retrieve_i2t, retrieve_t2i
+from mitl.retrieval.topk import retrieve_i2t, retrieve_t2i
+from mitl.synthetic.generation import generate
 
 # Image rows: 0 {cat, dog}, 1 {cat, dog}, 2 {cat}, 3 {cat, dog, car}, 4 {car}, 5 unlabelled.
 LABELS: list[list[str]] = [
@@ -138,7 +138,7 @@ def test_unlabelled_images_are_never_plausible() -> None:
 
 
 def test_synthetic_scene_labels_work() -> None:
-    dataset = synthetic.generate(n_images=12, seed=3)
+    dataset = generate(n_images=12, seed=3)
     labels = [scene.labels for scene in dataset.scenes]
     corpus = make_corpus(labels, captions_per_image=2)
     annotator = prepared(corpus, zeta=1)

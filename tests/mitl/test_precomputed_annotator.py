@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from mitl.annotators.base import AnnotatorError, Corpus
-from mitl.annotators.precomputed import UNLISTED, PrecomputedAnnotator
-from mitl.retrieval import retrieve_i2t, retrieve_t2i
+from mitl.annotators.precomputed import PrecomputedAnnotator
+from mitl.annotators.precomputed_rankings import UNLISTED
+from mitl.retrieval.topk import retrieve_i2t, retrieve_t2i
 
 N_IMAGES, PER_IMAGE = 6, 2
 IMAGE_IDS = np.arange(40, 40 + N_IMAGES)

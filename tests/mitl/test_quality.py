@@ -6,7 +6,7 @@ import pytest
 
 from mitl.hits import Role
 from mitl.judgements import Level
-from mitl.quality import golden_check
+from mitl.quality import GoldenDecision, GoldenMiss, golden_check, golden_decision, golden_misses
 
 
 @pytest.mark.parametrize(
@@ -86,3 +86,33 @@ def test_roles_from_the_packer_are_understood():
 def test_a_generator_of_answers_is_accepted():
     answers = (("golden_tp", i, Level.NO) for i in range(3))
     assert len(golden_check(answers).failures) == 3
+
+
+@pytest.mark.parametrize(
+    ("passed", "policy", "decision"),
+    [
+        (True, "approve_or_flag", GoldenDecision.APPROVE),
+        (False, "approve_or_flag", GoldenDecision.HOLD),
+        (True, "approve_or_reject", GoldenDecision.APPROVE),
+        (False, "approve_or_reject", GoldenDecision.REJECT),
+        (True, "review_all", GoldenDecision.HOLD),
+        (False, "review_all", GoldenDecision.HOLD),
+    ],
+)
+def test_golden_decision_follows_the_batch_policy(passed, policy, decision):
+    assert golden_decision(passed=passed, policy=policy) is decision
+
+
+def test_golden_misses_skip_task_pairs_and_say_what_the_pair_is():
+    misses = golden_misses(
+        [
+            ("task", 0, Level.NO),
+            ("golden_tp", 2, Level.WEAK_NO),
+            ("golden_tn", 5, Level.NO),
+            ("golden_tn", 7, Level.YES),
+        ]
+    )
+    assert misses == [GoldenMiss(3, True, Level.WEAK_NO), GoldenMiss(8, False, Level.YES)]
+    assert [miss.describe() for miss in misses] == list(
+        golden_check([("golden_tp", 2, Level.WEAK_NO), ("golden_tn", 7, Level.YES)]).failures
+    )

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from annotation.errors import ServiceError
 from annotation.models import (
     Batch,
     Caption,
@@ -24,17 +25,16 @@ from annotation.models import (
     Release,
     Verdict,
 )
-from annotation.errors import ServiceError
-from mitl import synthetic
 from mitl.aggregation import PAIR_RULES, eccv_verdict
-from mitl.judgements import Level
-from mitl.releases import VERDICT_COLUMNS, bundle_checksum_path, bundle_path
-from mitl.services.bias import bias_report_build
 from mitl.config import batch_config
+from mitl.judgements import Level
+from mitl.release_files import VERDICT_COLUMNS, bundle_checksum_path, bundle_path
+from mitl.services.bias import bias_report_build
 from mitl.services.pipeline import batch_create, batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.release import release_create
 from mitl.services.simulate import crowd_simulate, synthetic_regenerate
+from mitl.synthetic.truth import judge
 
 BUNDLE_FILES = {
     "image_to_caption.json",
@@ -386,7 +386,7 @@ def test_a_dawid_skene_batch_gets_posterior_verdicts_that_match_the_truth(
     correct = majority_correct = 0
     for verdict in verdicts:
         assert 0.5 <= verdict.confidence <= 1.0
-        truth = synthetic.judge(
+        truth = judge(
             generated.scene(verdict.candidate.image.ext_id),
             generated.caption(verdict.candidate.caption.ext_id),
         )

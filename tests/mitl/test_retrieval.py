@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mitl import retrieval
 from mitl.annotators.base import Annotator, Corpus, EmbeddingAnnotator
-from mitl.retrieval import TopK, retrieve_both, retrieve_i2t, retrieve_t2i, topk_rows
+from mitl.retrieval.both import retrieve_both
+from mitl.retrieval.topk import TopK, retrieve_i2t, retrieve_t2i, topk_rows
 
 
 class FixedAnnotator(Annotator):
@@ -68,7 +68,7 @@ def test_topk_matches_full_sort_on_continuous_scores(k: int) -> None:
 def test_topk_is_the_same_in_small_row_batches(
     monkeypatch: pytest.MonkeyPatch, budget: int
 ) -> None:
-    monkeypatch.setattr(retrieval, "_RANK_BATCH_ENTRIES", budget)
+    monkeypatch.setattr("mitl.retrieval.topk._RANK_BATCH_ENTRIES", budget)
     rng = np.random.default_rng(11)
     scores = rng.integers(-2, 3, size=(19, 31)).astype(np.float64)
     assert_same(topk_rows(scores.T, 4), brute_force(scores.T, 4))
@@ -261,10 +261,11 @@ def exact_vectors(
 @pytest.fixture(params=["numpy", "threshold", "topk"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test on each path; small groups make the group selection work on small data."""
-    monkeypatch.setattr(retrieval, "_ROW_GROUP", 4)
-    monkeypatch.setattr(retrieval, "_COLUMN_GROUP", 3)
-    monkeypatch.setattr(retrieval, "_TOPK_COLUMN_GROUP", 2)
-    monkeypatch.setattr(retrieval, "_TOPK_ON_CPU", request.param == "topk")
+    monkeypatch.setattr("mitl.retrieval.threshold._ROW_GROUP", 4)
+    monkeypatch.setattr("mitl.retrieval.threshold._COLUMN_GROUP", 3)
+    monkeypatch.setattr("mitl.retrieval.torch_topk._ROW_GROUP", 4)
+    monkeypatch.setattr("mitl.retrieval.torch_topk._COLUMN_GROUP", 2)
+    monkeypatch.setattr("mitl.retrieval.both._TOPK_ON_CPU", request.param == "topk")
     return request.param
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from mitl.judgements import MIDDLE_LEVELS, POSITIVE_LEVELS, SHORTCOMINGS, WRONG_CONCEPTS, Level
 from mitl.simulation import WorkerProfile, answer, crowd_profiles, oracle_truth
-from mitl.synthetic import Truth
+from mitl.synthetic.truth import Truth
 
 TRUTHS = (
     Truth(Level.YES),

@@ -11,21 +11,11 @@ import pytest
 from PIL import Image
 
 from mitl.judgements import SHORTCOMINGS, WRONG_CONCEPTS, Level
-from mitl.synthetic import (
-    COLORS,
-    POSITIONS,
-    SHAPES,
-    CaptionSpec,
-    ObjectGroup,
-    Phrase,
-    Scene,
-    Truth,
-    generate,
-    judge,
-    render,
-    truth_matrix,
-    write,
-)
+from mitl.synthetic.files import write
+from mitl.synthetic.generation import generate
+from mitl.synthetic.images import render
+from mitl.synthetic.scenes import COLORS, POSITIONS, SHAPES, CaptionSpec, ObjectGroup, Phrase, Scene
+from mitl.synthetic.truth import Truth, judge, truth_matrix
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from mitl.annotators.base import AnnotatorError, Corpus, Modality
 from mitl.annotators.text_embedding import TextEmbeddingAnnotator, default_model_path
-from mitl.retrieval import retrieve_i2t, retrieve_t2i
+from mitl.retrieval.topk import retrieve_i2t, retrieve_t2i
 
 # The model is a local directory; make sure nothing ever reaches for the Hugging Face Hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -5,8 +5,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
-from annotation.parsers import ImportFileError
 from annotation.models import Dataset
+from annotation.parsers import ImportFileError
 from annotation.services import (
     CXC_MIN_SCORE,
     positives_import_cxc,

@@ -4,7 +4,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.mturk_services import MTurkError, mturk_export
+from annotation.mturk.errors import MTurkError
+from annotation.mturk.offline import mturk_export
 
 from .mturk_publish import batch_or_error
 

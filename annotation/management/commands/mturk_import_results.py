@@ -4,8 +4,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation import mturk
-from annotation.mturk_services import MTurkError, mturk_results_import
+from annotation.mturk.errors import MTurkError
+from annotation.mturk.offline import mturk_results_import
+from annotation.mturk.offline_csv import decisions_csv
 
 from .mturk_publish import batch_or_error
 
@@ -44,7 +45,7 @@ class Command(BaseCommand):
         for line in report.disagreements:
             self.stderr.write(f"disagreement: {line}")
         if options["decisions"] and report.decisions:
-            options["decisions"].write_text(mturk.decisions_csv(text, report.decisions))
+            options["decisions"].write_text(decisions_csv(text, report.decisions))
             waiting = sum(1 for decision in report.decisions.values() if decision is None)
             self.stdout.write(
                 f"decisions → {options['decisions']} ({waiting} wait for a review here)"

@@ -5,14 +5,10 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Batch
-from annotation.mturk_services import (
-    MTurkError,
-    batch_hit_settings,
-    mturk_batch_cost,
-    mturk_publish,
-    mturk_sandbox_reset,
-    mturk_settings_save,
-)
+from annotation.mturk.errors import MTurkError
+from annotation.mturk.hit_settings import batch_hit_settings, mturk_batch_cost, mturk_settings_save
+from annotation.mturk.publish import mturk_publish
+from annotation.mturk.sandbox import mturk_sandbox_reset
 
 CONFIRMATION = "publish"
 

@@ -2,16 +2,16 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation import mturk
 from annotation.models import Assignment, Worker
-from annotation.mturk_services import (
-    MTurkError,
+from annotation.mturk.errors import MTurkError
+from annotation.mturk.payments import (
     mturk_bonus_send,
     mturk_hits_expire,
     mturk_hits_extend,
-    mturk_sync,
     mturk_worker_block,
 )
+from annotation.mturk.state import is_production
+from annotation.mturk.sync import mturk_sync
 
 from .mturk_publish import batch_or_error
 
@@ -65,7 +65,7 @@ class Command(BaseCommand):
                 )
                 state = "sent" if sent else "already paid, not sent again"
                 self.stdout.write(f"bonus ${amount} for {assignment_id}: {state}")
-            production = (batch.mturk or {}).get("environment") == mturk.PRODUCTION
+            production = is_production(batch.mturk or {})
             for worker_id in options["block"]:
                 worker = Worker.objects.filter(source="mturk", external_id=worker_id).first()
                 if worker is None:

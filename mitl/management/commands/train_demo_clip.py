@@ -7,7 +7,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from mitl import synthetic
+from mitl.synthetic.files import write
+from mitl.synthetic.generation import generate
 
 
 def demo_dataset_dir(n_images: int, seed: int) -> Path:
@@ -102,9 +103,9 @@ class Command(BaseCommand):
         if (folder / "captions.tsv").is_file() and (folder / "images").is_dir():
             return folder
         self.stdout.write(f"Writing the synthetic dataset to {folder}")
-        dataset = synthetic.generate(n_images=n_images, seed=seed)
+        dataset = generate(n_images=n_images, seed=seed)
         with tqdm(total=n_images, desc="images", unit="img", dynamic_ncols=True) as bar:
-            synthetic.write(dataset, folder, progress=lambda done, _total: bar.update(1))
+            write(dataset, folder, progress=lambda done, _total: bar.update(1))
         return folder
 
     def _summary(self, report: dict, config: dict[str, str]) -> None:

@@ -16,13 +16,13 @@ from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
 from annotation.errors import ServiceError
+from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
 from annotation.parsers import (
     ImportFileError,
     parse_captions_tsv,
     parse_cxc_sits,
     parse_eccv_positives,
 )
-from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
 from annotation.services import dataset_import_tsv, positives_import_eccv
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mitl.releases import (
+from mitl.release_files import (
     I2T_FILE,
     JUDGEMENTS_FILE,
     MANIFEST_FILE,

@@ -1,0 +1,50 @@
+"""The one parser of a HIT's answers, for the API, the platform page and MTurk's frame.
+
+A DRF serializer used as a validator: each of the three entry points checks the same
+fields with the same messages before `annotation.submissions` stores anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from mitl.judgements import OTHER_TEXT_MAX, SHORTCOMINGS, WRONG_CONCEPTS, Level
+
+from .submissions import AnswerInput, SubmissionResult, answers_from_rows
+
+
+class AnswerSerializer(serializers.Serializer):
+    item = serializers.IntegerField(min_value=1)
+    level = serializers.ChoiceField(choices=[level.value for level in Level])
+    shortcomings = serializers.ListField(
+        child=serializers.ChoiceField(choices=SHORTCOMINGS), required=False, default=list
+    )
+    wrong_concepts = serializers.ListField(
+        child=serializers.ChoiceField(choices=WRONG_CONCEPTS), required=False, default=list
+    )
+    other_text = serializers.CharField(
+        max_length=OTHER_TEXT_MAX, required=False, allow_blank=True, default=""
+    )
+    elapsed_ms = serializers.IntegerField(min_value=0)
+
+
+class SubmissionSerializer(serializers.Serializer):
+    answers = AnswerSerializer(many=True, allow_empty=False)
+
+
+def answer_inputs(validated: dict[str, Any]) -> list[AnswerInput]:
+    """Turn a validated SubmissionSerializer's data into the service's answers."""
+    return answers_from_rows(validated["answers"])
+
+
+def submission_summary(result: SubmissionResult) -> dict[str, Any]:
+    """Say what was stored: status, whether this call stored it, and the golden result."""
+    return {
+        "assignment": result.assignment.pk,
+        "status": result.assignment.status,
+        "created": result.created,
+        "judgements": len(result.judgements),
+        "golden_passed": result.assignment.golden_passed,
+    }

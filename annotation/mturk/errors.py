@@ -1,0 +1,21 @@
+"""What goes wrong with MTurk: input MTurk cannot use, and refusals (MTurk's or ours).
+
+Pure: `MTurkInputError` is raised by the pure modules; the services turn it into
+`MTurkError`, a `ServiceError` that pages, commands and tasks show as it is.
+"""
+
+from __future__ import annotations
+
+from annotation.errors import ServiceError
+
+
+class MTurkInputError(ValueError):
+    """A setting, URL or file is not usable for MTurk; the message says how to fix it."""
+
+
+class MTurkError(ServiceError):
+    """MTurk refused a call, or the batch cannot go to MTurk; the message says why."""
+
+
+class SyncRunning(MTurkError):
+    """Another sync of the batch holds its lease: this one did nothing."""

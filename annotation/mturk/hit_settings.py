@@ -1,0 +1,54 @@
+"""A batch's HIT type settings as stored (over the defaults), and what they will cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from annotation.models import Batch
+from mitl.config import batch_config
+from mitl.costs import CostEstimate, cost_estimate
+
+from .errors import MTurkError, MTurkInputError
+from .hit_type import HitTypeSettings, parse_hit_type_settings
+from .state import state_update
+
+
+def batch_hit_settings(batch: Batch) -> HitTypeSettings:
+    """Return the batch's HIT type settings: the stored ones over the defaults."""
+    defaults = HitTypeSettings(assignment_minutes=batch_config(batch).assignment_minutes)
+    return parse_hit_type_settings((batch.mturk or {}).get("settings", {}), defaults=defaults)
+
+
+def mturk_batch_cost(*, batch: Batch, hit_settings: HitTypeSettings) -> CostEstimate:
+    """Estimate the batch's MTurk bill: rewards of every assignment plus the commission."""
+    return cost_estimate(
+        config=batch_config(batch),
+        reward_per_assignment=hit_settings.reward,
+        hits=batch.hits.count(),
+    ).cost
+
+
+def batch_published(batch: Batch) -> bool:
+    """Say whether any HIT of the batch is on MTurk (through the API or the offline path)."""
+    return batch.hits.filter(external_id__isnull=False).exists()
+
+
+def mturk_settings_save(*, batch: Batch, raw: dict[str, Any]) -> HitTypeSettings:
+    """Validate and store (some of) the batch's HIT type settings, and the cost they give."""
+    if batch_published(batch):
+        raise MTurkError(
+            f"batch {batch.pk} already has HITs on MTurk: its HIT type settings can no "
+            "longer change (MTurk keeps one HIT type per batch)"
+        )
+    try:  # keys left out keep their stored (or default) values
+        hit_settings = parse_hit_type_settings(raw, defaults=batch_hit_settings(batch))
+    except MTurkInputError as exc:
+        raise MTurkError(str(exc)) from exc
+    cost = mturk_batch_cost(batch=batch, hit_settings=hit_settings)
+
+    def store(state: dict[str, Any]) -> None:
+        state["settings"] = hit_settings.to_json()
+        state["cost_estimate"] = cost.to_json()
+
+    batch.mturk = state_update(batch.pk, store)
+    return hit_settings

@@ -1,0 +1,58 @@
+"""Links that MTurk's workers open: the platform's public base URL, and signed paths for
+people without an account (the HIT page inside MTurk and its images).
+
+The signature (Django's signing, from SECRET_KEY) keeps HIT pages and images from being
+enumerated; rotating the key breaks the links of published HITs.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.signing import Signer
+from django.urls import reverse
+from django.utils.crypto import constant_time_compare
+
+from annotation.models import HIT
+
+from .errors import MTurkError, MTurkInputError
+from .protocol import external_base_url
+
+_HIT_SALT = "mitl.mturk.hit"
+_IMAGE_SALT = "mitl.mturk.image"
+
+
+def hit_signature(hit_id: int) -> str:
+    """Return the signature in a HIT page's URL."""
+    return Signer(salt=_HIT_SALT).signature(str(hit_id))
+
+
+def image_signature(item_id: int) -> str:
+    """Return the signature in a HIT item's image URL."""
+    return Signer(salt=_IMAGE_SALT).signature(str(item_id))
+
+
+def signature_valid(*, kind: str, pk: int, signature: str) -> bool:
+    """Say whether `signature` signs HIT `pk` (kind "hit") or item `pk`'s image."""
+    expected = hit_signature(pk) if kind == "hit" else image_signature(pk)
+    return constant_time_compare(expected, signature)
+
+
+def hit_page_path(hit: HIT) -> str:
+    """Return the path of a HIT's page inside MTurk (its ExternalQuestion URL, less the base)."""
+    return reverse("frontend:mturk-hit", args=[hit.pk, hit_signature(hit.pk)])
+
+
+def image_path(item_id: int) -> str:
+    """Return the signed path of a HIT item's image."""
+    return reverse("frontend:mturk-image", args=[item_id, image_signature(item_id)])
+
+
+def public_base_url(base_url: str | None = None, *, production: bool) -> str:
+    """Return the checked public base URL: `base_url`, else MTURK_EXTERNAL_BASE_URL."""
+    try:
+        return external_base_url(
+            settings.MTURK_EXTERNAL_BASE_URL if base_url is None else base_url,
+            production=production,
+        )
+    except MTurkInputError as exc:
+        raise MTurkError(str(exc)) from exc

@@ -1,0 +1,125 @@
+"""Paying and managing published work: bonuses, the HITs' time on the market, blocks."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.utils import timezone
+
+from annotation.models import Assignment, Batch, Worker, WorkerSource
+from annotation.review import worker_block
+
+from .client import mturk_call, mturk_client_for
+from .errors import MTurkError, MTurkInputError
+from .feedback import FEEDBACK_MAX
+from .hit_type import parse_money
+from .protocol import EXPIRED_AT, request_token
+from .state import is_production, now_iso, state_published, state_update
+
+
+def _client_for(batch: Batch, client: Any) -> tuple[dict[str, Any], Any]:
+    """Return a published batch's state and a client for its environment."""
+    state = state_published(batch)
+    return state, mturk_client_for(production=is_production(state), client=client)
+
+
+def mturk_bonus_send(
+    *,
+    assignment: Assignment,
+    amount: Decimal | str,
+    reason: str,
+    client: Any = None,
+    now: datetime | None = None,
+) -> bool:
+    """Pay a bonus for an MTurk assignment, once; return False when it was already paid."""
+    now = now or timezone.now()
+    assignment = Assignment.objects.select_related("worker", "hit__batch").get(pk=assignment.pk)
+    if assignment.worker.source != WorkerSource.MTURK or not assignment.external_id:
+        raise MTurkError(f"{assignment} was not done on MTurk: no bonus can be sent there")
+    try:
+        money = parse_money(amount, what="the bonus")
+    except MTurkInputError as exc:
+        raise MTurkError(str(exc)) from exc
+    reason = reason.strip()
+    if not reason:
+        raise MTurkError("say why the bonus is paid: the worker reads the reason")
+    token = request_token("mitl-bonus", assignment.external_id)
+    batch = assignment.hit.batch
+    state, client = _client_for(batch, client)
+    if token in state.get("bonuses", {}):
+        return False
+    mturk_call(
+        client,
+        "send_bonus",
+        WorkerId=assignment.worker.external_id,
+        AssignmentId=assignment.external_id,
+        BonusAmount=str(money),
+        Reason=reason[:FEEDBACK_MAX],
+        UniqueRequestToken=token,
+    )
+
+    def store(state: dict[str, Any]) -> None:
+        bonuses = dict(state.get("bonuses", {}))
+        bonuses[token] = {
+            "assignment": assignment.external_id,
+            "worker": assignment.worker.external_id,
+            "amount": str(money),
+            "reason": reason,
+            "at": now_iso(now),
+        }
+        state["bonuses"] = bonuses
+
+    state_update(batch.pk, store)
+    return True
+
+
+def mturk_hits_expire(*, batch: Batch, client: Any = None, now: datetime | None = None) -> int:
+    """Take a batch's HITs off the market now (work already accepted can still be sent)."""
+    return _hits_expiration(batch=batch, until=EXPIRED_AT, client=client, now=now)
+
+
+def mturk_hits_extend(
+    *, batch: Batch, hours: int, client: Any = None, now: datetime | None = None
+) -> int:
+    """Keep a batch's HITs on the market until `hours` from now."""
+    if not 1 <= hours <= 365 * 24:
+        raise MTurkError(f"extend by 1 to {365 * 24} hours (got {hours})")
+    now = now or timezone.now()
+    return _hits_expiration(batch=batch, until=now + timedelta(hours=hours), client=client, now=now)
+
+
+def _hits_expiration(*, batch: Batch, until: datetime, client: Any, now: datetime | None) -> int:
+    """Move the expiry of every published HIT of the batch; say which ones MTurk refused."""
+    now = now or timezone.now()
+    _, client = _client_for(batch, client)
+    problems, changed = [], 0
+    for hit in batch.hits.filter(external_id__isnull=False).order_by("index"):
+        try:
+            mturk_call(client, "update_expiration_for_hit", HITId=hit.external_id, ExpireAt=until)
+            changed += 1
+        except MTurkError as exc:
+            problems.append(f"HIT {hit.index} ({hit.external_id}): {exc}")
+
+    def store(state: dict[str, Any]) -> None:
+        state["expires_at"] = now_iso(max(until, now) if until != EXPIRED_AT else now)
+
+    state_update(batch.pk, store)
+    if problems:
+        raise MTurkError(f"{changed} HITs changed; " + "; ".join(problems))
+    return changed
+
+
+def mturk_worker_block(
+    *, worker: Worker, reason: str, production: bool, client: Any = None
+) -> Worker:
+    """Block a worker on MTurk (CreateWorkerBlock) and on the platform."""
+    if worker.source != WorkerSource.MTURK:
+        raise MTurkError(f"{worker} is not an MTurk worker")
+    reason = reason.strip()
+    if not reason:
+        raise MTurkError("say why the worker is blocked: MTurk shows the reason to the worker")
+    client = mturk_client_for(production=production, client=client)
+    mturk_call(client, "create_worker_block", WorkerId=worker.external_id, Reason=reason[:1024])
+    return worker_block(worker=worker, blocked=True)
