@@ -1,6 +1,8 @@
-"""Writes on the human and dataset side: imports, assignments and submissions.
+"""Writes on datasets: imports of images, captions and positive sets; simulated workers.
 
-Every function is one transaction; arguments are keyword-only.
+Crowd work has its own modules (`handout`, `submissions`, `review`), import jobs theirs
+(`import_jobs`). Every function here is one transaction (files are stored before it and
+removed on failure); arguments are keyword-only.
 """
 
 from __future__ import annotations
