@@ -24,7 +24,7 @@ from typing import IO
 
 from PIL import Image, UnidentifiedImageError
 
-from .parsers import ImportFileError
+from .parse_common import ImportFileError
 
 # Formats a dataset image may have. Pillow's other plugins (EPS, PSD, ...) are never tried:
 # fewer parsers see untrusted bytes, and EPS would hand them to Ghostscript on load.

@@ -29,13 +29,9 @@ from .models import (
     WorkerSource,
 )
 from .models.dataset import FILE_NAME_MAX
-from .parsers import (
-    CaptionRow,
-    ImportFileError,
-    parse_captions,
-    parse_eccv_positives,
-    parse_labels_json,
-)
+from .parse_common import ImportFileError
+from .parsers import CaptionRow, parse_captions, parse_labels_json
+from .positive_parsers import parse_eccv_positives
 
 ProgressCallback = Callable[[int, int], None]
 ORIGINAL_SET = "original"
@@ -292,7 +288,7 @@ def positives_import_cxc(
     with `ignore_unknown` dropped. Returns the set and the number of positive pairs dropped.
     """
     # Imported here: this function was appended after the module's shared import block.
-    from .parsers import CXC_SCORE_RANGE, parse_cxc_sits
+    from .positive_parsers import CXC_SCORE_RANGE, parse_cxc_sits
 
     low, high = CXC_SCORE_RANGE
     if not low <= min_score <= high:

@@ -8,7 +8,8 @@ from celery import shared_task
 from django.conf import settings
 
 from .handout import assignments_expire, hits_recount_slots
-from .import_jobs import import_job_run, import_staging_clean
+from .import_jobs import import_job_run
+from .import_staging import import_staging_clean
 
 
 @shared_task(name="annotation.expire_assignments", ignore_result=True, time_limit=60)

@@ -20,16 +20,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.import_jobs import (
+from annotation.import_jobs import import_job_create
+from annotation.import_requests import (
     DATASET_PARAMS,
     DATASET_UPLOADS,
     POSITIVES_PARAMS,
     POSITIVES_UPLOADS,
     ImportRequestError,
-    import_job_create,
 )
 from annotation.models import ImportJob, ImportKind
-from annotation.parsers import CAPTION_FORMATS, CXC_SCORE_RANGE
+from annotation.parsers import CAPTION_FORMATS
+from annotation.positive_parsers import CXC_SCORE_RANGE
 
 
 class DatasetImportRequestSerializer(serializers.Serializer):

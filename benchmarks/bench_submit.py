@@ -29,29 +29,17 @@ on the server is read or written; ``DATABASE_URL`` is ignored.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import random
-import secrets
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
-from http.cookies import SimpleCookie
-from pathlib import Path
-from typing import IO, Any
-from urllib.parse import urlencode
+from typing import Any
 
-from common import REPO_ROOT, dataset_create, django_setup, report_line, threads_run
+from common import dataset_create, django_setup, report_line
 
 SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/")
 # gunicorn's cache, as docker-compose gives it one; its keys are prefixed per run.
@@ -65,35 +53,27 @@ django_setup()
 import psycopg2  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.contrib.auth.hashers import make_password  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
-from django.utils import timezone  # noqa: E402
-from psycopg2.extras import execute_values  # noqa: E402
-
-from annotation.models import (  # noqa: E402
-    HIT,
-    Assignment,
-    Batch,
-    BatchState,
-    Candidate,
-    Dataset,
-    Direction,
-    HITItem,
-    ItemRole,
-    Judgement,
-    Query,
-    Worker,
-    WorkerSource,
+from submit_baseline import (  # noqa: E402
+    baseline_assignments_create,
+    baseline_prepare,
+    baseline_reset,
+    baseline_run,
 )
-from mitl.config import parse_batch_config  # noqa: E402
-from mitl.judgements import Level, shortcomings_to_mask, wrong_concepts_to_mask  # noqa: E402
-from mitl.quality import golden_check  # noqa: E402
+from submit_fixture import (  # noqa: E402
+    CAPTIONS_PER_IMAGE,
+    ITEMS_PER_HIT,
+    N_IMAGES,
+    BenchError,
+    batch_with_hits,
+    workers_create,
+)
+from submit_load import answers_make, clients_run  # noqa: E402
+from submit_server import Gunicorn, cpu_seconds  # noqa: E402
 
-HIT_SIZE = 16
-ITEMS_PER_HIT = HIT_SIZE + 2  # + 1 golden TP + 1 golden TN
-N_IMAGES = 500
-CAPTIONS_PER_IMAGE = 5
+from annotation.models import BatchState, Judgement  # noqa: E402
+
 # HITs made for "ours", all in one annotating batch: under three ECCV-Caption-size batches
 # (2,902 HITs each), and more than 16 clients take in 60 s (80-115 HITs/s here). Finding the
 # next free HIT reads every HIT of the annotating batches, so this number matters; it does
@@ -102,25 +82,6 @@ CAPTIONS_PER_IMAGE = 5
 DEFAULT_HITS = 8_000
 TARGET_RATIO = 3.0
 P95_TARGET_MS = 150.0
-PASSWORD = "bench-submit-password"
-BATCH_CONFIG = {
-    "annotators": ["bench"],
-    "n_image_queries": N_IMAGES,
-    "n_caption_queries": 0,
-    "hit_size": HIT_SIZE,
-    "followups": True,
-    "golden_policy": "approve_or_flag",
-}
-# The answers' mix: mostly sure answers, and middle answers with valid follow-ups.
-LEVEL_WEIGHTS = {Level.YES: 0.35, Level.WEAK_YES: 0.15, Level.WEAK_NO: 0.15, Level.NO: 0.35}
-FOLLOWUPS = {
-    Level.WEAK_YES: {"shortcomings": ["misses_main_concept"], "wrong_concepts": []},
-    Level.WEAK_NO: {"shortcomings": ["wrong_description"], "wrong_concepts": ["color"]},
-}
-
-
-class BenchError(RuntimeError):
-    """The run cannot go on; the message says why."""
 
 
 # --------------------------------------------------------------------------- database
@@ -128,586 +89,24 @@ class BenchError(RuntimeError):
 
 def database_recreate() -> None:
     """Drop `bench_submit` (closing its sessions) and create it empty."""
-    admin = psycopg2.connect(SERVER_URL.rstrip("/") + "/postgres")
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-            cursor.execute(f"CREATE DATABASE {DB_NAME}")
-    finally:
-        admin.close()
+    _admin_execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)", f"CREATE DATABASE {DB_NAME}")
 
 
 def database_drop() -> None:
     connection.close()
+    _admin_execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+
+
+def _admin_execute(*statements: str) -> None:
+    """Run statements outside a transaction in the server's `postgres` database."""
     admin = psycopg2.connect(SERVER_URL.rstrip("/") + "/postgres")
     admin.autocommit = True
     try:
         with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+            for statement in statements:
+                cursor.execute(statement)
     finally:
         admin.close()
-
-
-@dataclass
-class HitRows:
-    """One HIT as the set-up made it: its items in page order and their roles."""
-
-    hit_id: int
-    item_ids: list[int]
-    roles: list[str]
-
-
-def batch_with_hits(
-    dataset: Dataset,
-    image_pks: list[int],
-    caption_pks: list[int],
-    name: str,
-    n_hits: int,
-    state: BatchState,
-) -> list[HitRows]:
-    """A batch in `state` with `n_hits` HITs of 16 tasks + 1 golden TP + 1 golden TN.
-
-    The rows are built directly (what retrieval, pooling and building would have written),
-    with bulk inserts: every task is a distinct candidate pair of the batch.
-    """
-    n_captions = len(caption_pks)
-    if n_hits * HIT_SIZE > N_IMAGES * n_captions:
-        raise BenchError(f"{n_hits} HITs need more distinct pairs than the dataset has")
-    batch = Batch.objects.create(
-        dataset=dataset,
-        name=name,
-        config=parse_batch_config(BATCH_CONFIG).to_json(),
-        state=state,
-    )
-    queries = Query.objects.bulk_create(
-        [Query(batch=batch, direction=Direction.I2T, image_id=pk) for pk in image_pks]
-    )
-    query_of = {q.image_id: q.pk for q in queries}
-    candidates = Candidate.objects.bulk_create(
-        [
-            Candidate(
-                batch=batch,
-                query_id=query_of[image_pks[k % N_IMAGES]],
-                direction=Direction.I2T,
-                image_id=image_pks[k % N_IMAGES],
-                caption_id=caption_pks[k // N_IMAGES],
-            )
-            for k in range(n_hits * HIT_SIZE)
-        ],
-        batch_size=5000,
-    )
-    hits = HIT.objects.bulk_create(
-        [HIT(batch=batch, index=h, max_assignments=1) for h in range(n_hits)], batch_size=5000
-    )
-    rng = random.Random(f"{name}-{n_hits}")
-    items: list[HITItem] = []
-    layout: list[list[str]] = []
-    for h, hit in enumerate(hits):
-        roles = [ItemRole.TASK.value] * HIT_SIZE + [
-            ItemRole.GOLDEN_TP.value,
-            ItemRole.GOLDEN_TN.value,
-        ]
-        rng.shuffle(roles)
-        layout.append(roles)
-        tasks = iter(candidates[h * HIT_SIZE : (h + 1) * HIT_SIZE])
-        for position, role in enumerate(roles):
-            if role == ItemRole.TASK:
-                candidate = next(tasks)
-                image_id, caption_id = candidate.image_id, candidate.caption_id
-            else:
-                n = rng.randrange(N_IMAGES)
-                own = caption_pks[n * CAPTIONS_PER_IMAGE]  # its own caption: a true positive
-                other = caption_pks[((n + 1) % N_IMAGES) * CAPTIONS_PER_IMAGE]
-                image_id = image_pks[n]
-                caption_id = own if role == ItemRole.GOLDEN_TP else other
-                candidate = None
-            items.append(
-                HITItem(
-                    hit=hit,
-                    position=position,
-                    role=role,
-                    candidate=candidate,
-                    image_id=image_id,
-                    caption_id=caption_id,
-                )
-            )
-    items = HITItem.objects.bulk_create(items, batch_size=5000)
-    return [
-        HitRows(
-            hit_id=hit.pk,
-            item_ids=[item.pk for item in items[h * ITEMS_PER_HIT : (h + 1) * ITEMS_PER_HIT]],
-            roles=layout[h],
-        )
-        for h, hit in enumerate(hits)
-    ]
-
-
-def workers_create(n: int) -> list[Worker]:
-    """`n` accounts sharing one password hash (hashed once: set-up stays quick)."""
-    user_model = get_user_model()
-    password = make_password(PASSWORD)
-    users = user_model.objects.bulk_create(
-        [user_model(username=f"bench{c:02d}", password=password) for c in range(n)]
-    )
-    return Worker.objects.bulk_create(
-        [
-            Worker(user=user, source=WorkerSource.PLATFORM, external_id=user.username)
-            for user in users
-        ]
-    )
-
-
-# --------------------------------------------------------------------------- answers
-
-
-def answers_make(rng: random.Random, item_ids: list[int]) -> list[dict[str, Any]]:
-    """A whole HIT's answers as the page sends them: levels drawn, follow-ups where asked."""
-    levels = rng.choices(list(LEVEL_WEIGHTS), weights=list(LEVEL_WEIGHTS.values()), k=len(item_ids))
-    answers = []
-    for item_id, level in zip(item_ids, levels, strict=True):
-        followups = FOLLOWUPS.get(level, {"shortcomings": [], "wrong_concepts": []})
-        answers.append(
-            {
-                "item": item_id,
-                "level": level.value,
-                "shortcomings": followups["shortcomings"],
-                "wrong_concepts": followups["wrong_concepts"],
-                "other_text": "",
-                "elapsed_ms": rng.randrange(800, 8000),
-            }
-        )
-    return answers
-
-
-# --------------------------------------------------------------------------- HTTP side
-
-
-class WebClient:
-    """One logged-in browser: its cookies and CSRF token.
-
-    A fresh connection per request: gunicorn's sync workers close it after every response.
-    """
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.cookies: dict[str, str] = {}
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: bytes | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        try:
-            sent = dict(headers or {})
-            if self.cookies:
-                sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-            conn.request(method, path, body=body, headers=sent)
-            response = conn.getresponse()
-            data = response.read()
-            for header in response.headers.get_all("Set-Cookie") or []:
-                cookie = SimpleCookie()
-                cookie.load(header)
-                for name, morsel in cookie.items():
-                    self.cookies[name] = morsel.value
-            return response.status, data
-        finally:
-            conn.close()
-
-    def login(self, username: str, password: str) -> None:
-        status, _ = self.request("GET", "/accounts/login/")
-        if status != 200 or "csrftoken" not in self.cookies:
-            raise BenchError(f"GET /accounts/login/ answered {status} without a CSRF cookie")
-        form = urlencode(
-            {
-                "username": username,
-                "password": password,
-                "csrfmiddlewaretoken": self.cookies["csrftoken"],
-            }
-        )
-        status, _ = self.request(
-            "POST",
-            "/accounts/login/",
-            form.encode(),
-            {"Content-Type": "application/x-www-form-urlencoded"},
-        )
-        if status != 302 or "sessionid" not in self.cookies:
-            raise BenchError(f"logging in {username} answered {status} without a session")
-
-    def post_json(self, path: str, payload: Any | None) -> tuple[int, Any]:
-        body = b"" if payload is None else json.dumps(payload).encode()
-        status, data = self.request(
-            "POST",
-            path,
-            body,
-            {"Content-Type": "application/json", "X-CSRFToken": self.cookies["csrftoken"]},
-        )
-        if not data:
-            return status, None
-        try:
-            return status, json.loads(data)
-        except ValueError:
-            raise BenchError(f"POST {path} answered {status}: {data[:300]!r}") from None
-
-
-@dataclass
-class ClientStats:
-    """What one client did in the timed window."""
-
-    hits: int = 0
-    next_ms: list[float] = field(default_factory=list)
-    submit_ms: list[float] = field(default_factory=list)
-    # The answers of every timed HIT, in page order: the baseline writes them again.
-    submitted: list[list[dict[str, Any]]] = field(default_factory=list)
-    ran_out: bool = False
-    finished_at: float = 0.0
-    error: BaseException | None = None
-
-
-def hit_work(
-    client: WebClient, rng: random.Random, page: dict[str, Any], take_next: bool
-) -> tuple[float, float, list[dict], dict[str, Any] | None]:
-    """Submit `page` whole; return (next ms, submit ms, answers, the next page or None).
-
-    With `take_next` the submit hands out the next HIT too (next ms is 0); otherwise the
-    next HIT is asked for in a request of its own.
-    """
-    answers = answers_make(rng, [item["id"] for item in page["items"]])
-    if len(answers) != ITEMS_PER_HIT:
-        raise BenchError(f"a HIT page has {len(answers)} pairs, expected {ITEMS_PER_HIT}")
-    url = page["submit_url"] + ("?take_next=true" if take_next else "")
-    sent = time.perf_counter()
-    status, result = client.post_json(url, {"answers": answers})
-    done = time.perf_counter()
-    if status != 201:
-        raise BenchError(f"submit answered {status}: {result}")
-    if take_next:
-        return 0.0, (done - sent) * 1000, answers, result["next_assignment"]
-    following = next_page(client)
-    return (time.perf_counter() - done) * 1000, (done - sent) * 1000, answers, following
-
-
-def next_page(client: WebClient) -> dict[str, Any] | None:
-    """Take the next HIT in a request of its own; None when no HIT is free (204)."""
-    status, page = client.post_json("/api/assignments/next/", None)
-    if status == 204:
-        return None
-    if status != 200:
-        raise BenchError(f"next HIT answered {status}: {page}")
-    return page
-
-
-def clients_run(
-    port: int, n_clients: int, seconds: float, cpu_probe: Callable[[], float], take_next: bool
-) -> tuple[list[ClientStats], float, float, float]:
-    """Log every client in, warm up (one HIT each), then loop over whole HITs for `seconds`.
-
-    Returns each client's stats, the timed window (from the common start to the moment the
-    last client's last submit came back; a client starts no HIT after `seconds`), and the
-    CPU seconds that `cpu_probe` and this process used in that window.
-    """
-    stats = [ClientStats() for _ in range(n_clients)]
-    window: dict[str, float] = {}
-
-    def start() -> None:  # the barrier runs it once, before any waiting thread is released
-        window["cpu_probe"] = cpu_probe()
-        window["cpu_here"] = time.process_time()
-        window["start"] = time.perf_counter()
-
-    ready = threading.Barrier(n_clients + 1, action=start)
-    stop = threading.Event()
-
-    def run(c: int) -> None:
-        mine = stats[c]
-        rng = random.Random(c)
-        try:
-            client = WebClient(port)
-            client.login(f"bench{c:02d}", PASSWORD)
-            page = next_page(client)
-            if page is None:
-                raise BenchError("no HIT for the warm-up: the set-up made too few")
-            # Warm-up (imports, URL resolver, connections): one HIT each, then its next.
-            page = hit_work(client, rng, page, take_next)[3]
-            if page is None:
-                raise BenchError("no second HIT after the warm-up: the set-up made too few")
-        except BaseException as exc:
-            mine.error = exc
-            stop.set()
-            ready.abort()
-            return
-        try:
-            ready.wait()
-        except threading.BrokenBarrierError:
-            return
-        deadline = window["start"] + seconds
-        try:
-            while not stop.is_set() and time.perf_counter() < deadline:
-                next_ms, submit_ms, answers, page = hit_work(client, rng, page, take_next)
-                mine.hits += 1
-                mine.next_ms.append(next_ms)
-                mine.submit_ms.append(submit_ms)
-                mine.submitted.append(answers)
-                if page is None:
-                    mine.ran_out = True
-                    break
-        except BaseException as exc:
-            mine.error = exc
-            stop.set()
-        mine.finished_at = time.perf_counter()
-
-    threads_run(n_clients, run, ready)
-    cpu_probe_used = cpu_probe() - window.get("cpu_probe", 0.0)
-    cpu_here_used = time.process_time() - window.get("cpu_here", 0.0)
-    for mine in stats:
-        if mine.error is not None:
-            raise BenchError(f"a client failed: {mine.error!r}") from mine.error
-    end = max(mine.finished_at for mine in stats)
-    return stats, end - window["start"], cpu_probe_used, cpu_here_used
-
-
-# --------------------------------------------------------------------------- gunicorn
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Gunicorn:
-    """gunicorn running `config.wsgi` with 2 sync workers, in its own process group."""
-
-    def __init__(self, workers: int, threads: int, log: IO[bytes]) -> None:
-        self.port = free_port()
-        self.log = log
-        env = {
-            **os.environ,
-            "DATABASE_URL": DATABASE_URL,
-            "DEBUG": "0",
-            "SECRET_KEY": secrets.token_urlsafe(32),
-            "ALLOWED_HOSTS": "127.0.0.1",
-            "CELERY_BROKER_URL": "",
-            "CACHE_URL": CACHE_URL,
-            # The 16 logins come from one address within a second: not a password guesser.
-            "LOGIN_RATE_PER_IP": "off",
-            "LOG_LEVEL": "WARNING",
-        }
-        self.process = subprocess.Popen(
-            [
-                str(REPO_ROOT / ".venv" / "bin" / "gunicorn"),
-                "config.wsgi",
-                "-w",
-                str(workers),
-                "--threads",
-                str(threads),
-                "-b",
-                f"127.0.0.1:{self.port}",
-            ],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own group: stopping it stops its workers too
-        )
-
-    def wait_healthy(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise BenchError(f"gunicorn exited with {self.process.returncode}:\n{self.tail()}")
-            try:
-                status, _ = WebClient(self.port).request("GET", "/api/health/")
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise BenchError(f"gunicorn did not answer /api/health/ in {timeout:.0f} s:\n{self.tail()}")
-
-    def worker_pids(self) -> list[int]:
-        path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-        try:
-            return [int(pid) for pid in path.read_text().split()]
-        except OSError:
-            return []
-
-    def tail(self, lines: int = 30) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        return "\n".join(self.log.read().decode(errors="replace").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-            except ProcessLookupError:
-                pass
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of these processes (Linux /proc), in seconds."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
-
-
-# --------------------------------------------------------------------------- baseline
-
-
-@dataclass
-class BaselineHit:
-    """A baseline HIT's assignment, its judgement rows and the assignment's new state."""
-
-    assignment_id: int
-    rows: list[tuple]
-    status: str
-    passed: bool
-
-
-def baseline_assignments_create(hits: list[HitRows], n_clients: int) -> list[int]:
-    """Accepted assignments for the baseline HITs, held by `n_clients` workers of their own.
-
-    Made at set-up, so the assignment table has a realistic size (and statistics) when ours
-    runs. Their workers have no account: the HTTP clients' own open work stays theirs.
-    """
-    workers = Worker.objects.bulk_create(
-        [
-            Worker(source=WorkerSource.SIMULATED, external_id=f"bench-baseline-{c:02d}")
-            for c in range(n_clients)
-        ]
-    )
-    deadline = timezone.now() + timedelta(days=1)
-    assignments = Assignment.objects.bulk_create(
-        [
-            Assignment(hit_id=hit.hit_id, worker=workers[n % n_clients], deadline=deadline)
-            for n, hit in enumerate(hits)
-        ],
-        batch_size=5000,
-    )
-    return [assignment.pk for assignment in assignments]
-
-
-def baseline_prepare(
-    hits: list[HitRows], assignment_ids: list[int], answers: list[list[dict[str, Any]]]
-) -> list[BaselineHit]:
-    """The rows ours wrote, HIT by HIT, ready to insert for the baseline's assignments.
-
-    Everything the service computes (follow-up masks, golden check, new status) is done
-    here, before the clock: the baseline only writes.
-    """
-    prepared = []
-    for assignment_id, hit, hit_answers in zip(assignment_ids, hits, answers, strict=True):
-        rows = []
-        levels = []
-        for item_id, answer in zip(hit.item_ids, hit_answers, strict=True):
-            level = Level(answer["level"])
-            levels.append(level)
-            rows.append(
-                (
-                    assignment_id,
-                    item_id,
-                    level.value,
-                    shortcomings_to_mask(answer["shortcomings"]),
-                    wrong_concepts_to_mask(answer["wrong_concepts"]),
-                    answer["other_text"],
-                    answer["elapsed_ms"],
-                )
-            )
-        passed = golden_check(
-            (role, position, level)
-            for position, (role, level) in enumerate(zip(hit.roles, levels, strict=True))
-        ).passed
-        # approve_or_flag: passed work is approved, the rest waits flagged for a person.
-        status = "approved" if passed else "submitted"
-        prepared.append(BaselineHit(assignment_id, rows, status, passed))
-    return prepared
-
-
-def baseline_reset(work: list[BaselineHit]) -> None:
-    """Undo a baseline run (not timed): delete its judgements, reopen its assignments."""
-    ids = [hit.assignment_id for hit in work]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {Judgement._meta.db_table} WHERE assignment_id = ANY(%s)", [ids]
-        )
-        cursor.execute(
-            f"UPDATE {Assignment._meta.db_table} SET status = 'accepted', submitted_at = NULL, "
-            "golden_passed = NULL, reviewed_at = NULL, flagged = false WHERE id = ANY(%s)",
-            [ids],
-        )
-        # Outside a transaction (autocommit): the next run starts without dead rows.
-        cursor.execute(f"VACUUM {Judgement._meta.db_table}, {Assignment._meta.db_table}")
-
-
-def baseline_run(work: list[BaselineHit], n_clients: int) -> tuple[float, list[float]]:
-    """The same clients write the same HITs straight into PostgreSQL, one transaction each.
-
-    Clients take HITs from one shared queue until it is empty. Returns (wall seconds,
-    per-HIT transaction milliseconds).
-    """
-    judgement_table = Judgement._meta.db_table
-    assignment_table = Assignment._meta.db_table
-    insert = (
-        f"INSERT INTO {judgement_table} (assignment_id, item_id, level, shortcomings, "
-        "wrong_concepts, other_text, elapsed_ms, created_at) VALUES %s"
-    )
-    template = "(%s, %s, %s, %s, %s, %s, %s, now())"
-    update = (
-        f"UPDATE {assignment_table} SET status = %s, submitted_at = now(), golden_passed = %s, "
-        "reviewed_at = CASE WHEN %s THEN now() END, flagged = %s, feedback = '' WHERE id = %s"
-    )
-    queue = deque(work)
-    lock = threading.Lock()
-    latencies: list[list[float]] = [[] for _ in range(n_clients)]
-    errors: list[BaseException] = []
-    window: dict[str, float] = {}
-    ready = threading.Barrier(
-        n_clients + 1, action=lambda: window.__setitem__("start", time.perf_counter())
-    )
-    finished = [0.0] * n_clients
-
-    def run(c: int) -> None:
-        conn = psycopg2.connect(DATABASE_URL)
-        try:
-            ready.wait()
-            while True:
-                with lock:
-                    if not queue or errors:
-                        break
-                    hit = queue.popleft()
-                start = time.perf_counter()
-                with conn, conn.cursor() as cursor:  # one transaction, committed on exit
-                    execute_values(cursor, insert, hit.rows, template=template)
-                    approved = hit.status == "approved"
-                    cursor.execute(
-                        update,
-                        (hit.status, hit.passed, approved, not hit.passed, hit.assignment_id),
-                    )
-                latencies[c].append((time.perf_counter() - start) * 1000)
-        except BaseException as exc:
-            errors.append(exc)
-            ready.abort()
-        finally:
-            finished[c] = time.perf_counter()
-            conn.close()
-
-    threads_run(n_clients, run, ready)
-    if errors:
-        raise BenchError(f"a baseline client failed: {errors[0]!r}") from errors[0]
-    return max(finished) - window["start"], [ms for mine in latencies for ms in mine]
 
 
 # --------------------------------------------------------------------------- queries
@@ -791,7 +190,13 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     )
 
     with tempfile.TemporaryFile(prefix="bench-submit-gunicorn-") as log:
-        server = Gunicorn(workers=args.workers, threads=args.threads, log=log)
+        server = Gunicorn(
+            workers=args.workers,
+            threads=args.threads,
+            log=log,
+            database_url=DATABASE_URL,
+            cache_url=CACHE_URL,
+        )
         try:
             server.wait_healthy()
             print(
@@ -861,7 +266,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         if run:
             baseline_reset(work)
         connection.close()  # the baseline's clients hold their own connections
-        base_elapsed, base_ms = baseline_run(work, n_clients)
+        base_elapsed, base_ms = baseline_run(work, n_clients, DATABASE_URL)
         stored = Judgement.objects.filter(assignment_id__in=[w.assignment_id for w in work]).count()
         if stored != hits_done * ITEMS_PER_HIT:
             raise BenchError(f"baseline stored {stored} judgements, expected {hits_done * 18}")

@@ -10,7 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from annotation.import_jobs import ImportRequestError, import_job_create
+from annotation.import_jobs import import_job_create
+from annotation.import_requests import ImportRequestError
 from annotation.models import (
     Batch,
     Dataset,

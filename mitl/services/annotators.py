@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from annotation.models import MachineAnnotator
 from annotation.errors import ServiceError
+from annotation.models import MachineAnnotator
 from mitl.annotators import AnnotatorError, build_annotator
 
 

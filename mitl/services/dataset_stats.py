@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from annotation.errors import ServiceError
 from annotation.models import (
     Batch,
     Caption,
@@ -19,7 +20,6 @@ from annotation.models import (
     PositiveSource,
     Query,
 )
-from annotation.errors import ServiceError
 from mitl.dataset_stats import DatasetStats, QuerySubset, SetPairs, dataset_stats
 
 from .aggregate import human_set_name

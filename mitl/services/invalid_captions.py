@@ -15,8 +15,8 @@ from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from annotation.models import Caption, Dataset, InvalidReason, Judgement
 from annotation.errors import ServiceError
+from annotation.models import Caption, Dataset, InvalidReason, Judgement
 from mitl.judgements import Level
 
 

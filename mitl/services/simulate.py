@@ -25,7 +25,7 @@ from annotation.models import (
     Dataset,
     Worker,
 )
-from annotation.parsers import parse_eccv_pairs
+from annotation.positive_parsers import parse_eccv_pairs
 from annotation.review import assignment_review
 from annotation.services import worker_simulated_get_or_create
 from annotation.submissions import AnswerInput, SubmissionResult, assignment_submit

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from annotation.errors import ServiceError
 from annotation.models import Dataset, PositivePair, PositiveSet
-from annotation.parsers import ImportFileError
+from annotation.parse_common import ImportFileError
 from annotation.services import dataset_import_tsv, positives_import_cxc
 
 pytestmark = pytest.mark.django_db

@@ -17,12 +17,9 @@ from PIL import Image as PILImage
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
-from annotation.parsers import (
-    ImportFileError,
-    parse_captions_tsv,
-    parse_cxc_sits,
-    parse_eccv_positives,
-)
+from annotation.parse_common import ImportFileError
+from annotation.parsers import parse_captions_tsv
+from annotation.positive_parsers import parse_cxc_sits, parse_eccv_positives
 from annotation.services import dataset_import_tsv, positives_import_eccv
 
 pytestmark = pytest.mark.django_db

@@ -14,13 +14,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image as PILImage
 
 from annotation.errors import ServiceError
-from annotation.import_jobs import (
-    ImportRequestError,
-    ProgressWriter,
-    import_job_create,
-    import_job_run,
-    import_staging_dir,
-)
+from annotation.import_jobs import ProgressWriter, import_job_create, import_job_run
+from annotation.import_requests import ImportRequestError
+from annotation.import_staging import import_staging_dir
 from annotation.models import Caption, Dataset, Image, ImportJob, PositiveSet
 from annotation.services import dataset_import_tsv
 from annotation.tasks import run_import

@@ -12,13 +12,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Dataset
-from annotation.parsers import (
-    CaptionRow,
-    ImportFileError,
-    parse_captions,
-    parse_coco_captions,
-    parse_karpathy,
-)
+from annotation.parse_common import ImportFileError
+from annotation.parsers import CaptionRow, parse_captions, parse_coco_captions, parse_karpathy
 from annotation.services import dataset_import
 
 COCO = {  # the layout of captions_val2014.json (its real ids for the first image)

@@ -29,7 +29,7 @@ from PIL import Image as PILImage
 
 from annotation.image_sources import ImageSourceError, S3ImageSource, image_source_open
 from annotation.models import Caption, Dataset, Image, PositiveSet
-from annotation.parsers import ImportFileError
+from annotation.parse_common import ImportFileError
 from annotation.services import dataset_import, dataset_import_tsv
 from mitl.services.corpus import corpus_load
 
@@ -375,7 +375,8 @@ def test_job_with_a_missing_s3_image_is_refused_before_it_is_queued(
 ):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from annotation.import_jobs import ImportRequestError, import_job_create
+    from annotation.import_jobs import import_job_create
+    from annotation.import_requests import ImportRequestError
 
     settings.VAR_DIR = tmp_path / "var"
     rows = [*ROWS, "41\t4\td.png\tA yellow square."]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from annotation.errors import ServiceError
 from annotation.models import (
     AssignmentStatus,
     Batch,
@@ -26,14 +27,13 @@ from annotation.models import (
     Release,
     Verdict,
 )
-from annotation.errors import ServiceError
 from annotation.services import ORIGINAL_SET
 from mitl.bias import MAX_ANNOTATORS
 from mitl.bias_html import render_bias_html
+from mitl.config import batch_config
 from mitl.metrics import recall_at_k
 from mitl.services.annotators import annotator_create
 from mitl.services.bias import bias_report_build
-from mitl.config import batch_config
 from mitl.services.pipeline import batch_create, batch_run_until
 from mitl.services.progress import StageTracker
 from mitl.services.simulate import crowd_simulate

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.models import Batch, BatchState, Caption, InvalidReason, Query, Release
 from annotation.errors import ServiceError
+from annotation.models import Batch, BatchState, Caption, InvalidReason, Query, Release
 from mitl.services.autopilot import REPORT_KEY
 from mitl.services.launch import batch_create_with_queries, batch_launch
 from mitl.services.pipeline import batch_run_until

@@ -8,7 +8,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
 from annotation.image_sources import image_source_open
-from annotation.parsers import CAPTION_FORMATS, ImportFileError
+from annotation.parse_common import ImportFileError
+from annotation.parsers import CAPTION_FORMATS
 from annotation.services import dataset_import
 
 

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
 from annotation.models import Dataset
-from annotation.parsers import ImportFileError
+from annotation.parse_common import ImportFileError
 from annotation.services import (
     CXC_MIN_SCORE,
     positives_import_cxc,

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchState
-from annotation.parsers import ImportFileError
+from annotation.parse_common import ImportFileError
 from mitl.config import batch_config
 from mitl.management.progress_bars import StageBars
 from mitl.services.progress import StageTracker

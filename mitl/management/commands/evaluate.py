@@ -5,7 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.parsers import ImportFileError, parse_captions_tsv
+from annotation.parse_common import ImportFileError
+from annotation.parsers import parse_captions_tsv
 from mitl.evaluation import CaptionSplit, evaluate, format_table
 from mitl.evaluation_inputs import EvaluationError, rankings_read, release_load
 

@@ -1,0 +1,158 @@
+"""Parse positive-pair files into plain rows, with errors that name the file, line and field.
+
+ECCV Caption's pair of JSON files (image_to_caption.json, caption_to_image.json) and the
+Crisscrossed Captions (CxC) SITS CSV of rated caption-image pairs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from .parse_common import ImportFileError, csv_problems, load_json, parse_id, read_text
+
+
+@dataclass(frozen=True)
+class EccvPositives:
+    pairs: set[tuple[int, int]]  # (image id, caption id), the union of both files
+    image_queries: list[int]  # keys of image_to_caption.json
+    caption_queries: list[int]  # keys of caption_to_image.json
+
+
+def parse_eccv_positives(i2t_path: Path, t2i_path: Path) -> EccvPositives:
+    """Read an ECCV-format pair of files: their pairs and the queries each file covers."""
+    image_queries, i2t_pairs = _read_eccv_file(i2t_path, image_first=True)
+    caption_queries, t2i_pairs = _read_eccv_file(t2i_path, image_first=False)
+    return EccvPositives(i2t_pairs | t2i_pairs, image_queries, caption_queries)
+
+
+def parse_eccv_pairs(i2t_path: Path, t2i_path: Path) -> set[tuple[int, int]]:
+    """Read an ECCV-format pair of files into (image id, caption id) pairs (their union)."""
+    return parse_eccv_positives(i2t_path, t2i_path).pairs
+
+
+def _read_eccv_file(path: Path, *, image_first: bool) -> tuple[list[int], set[tuple[int, int]]]:
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise ImportFileError(f"{path}: expected a JSON object of id → list of ids")
+    queries: list[int] = []
+    pairs: set[tuple[int, int]] = set()
+    for key, values in data.items():
+        query = parse_id(path, None, f"key {key!r}", key)
+        if not isinstance(values, list):
+            raise ImportFileError(f"{path}: value of {key!r} must be a list of ids")
+        queries.append(query)
+        for value in values:
+            target = parse_id(path, None, f"value {value!r} of {key!r}", value)
+            pairs.add((query, target) if image_first else (target, query))
+    return sorted(queries), pairs
+
+
+# Crisscrossed Captions (CxC), google-research-datasets/Crisscrossed-Captions: the SITS
+# files (`sits_val.csv`, `sits_test.csv`) rate caption-image pairs from 0 to 5, e.g.
+#   caption,image,agg_score,sampling_method
+#   COCO_val2014:sentid:732091,COCO_val2014_000000365325.jpg,2.2,c2i_intrasim
+# The caption is a COCO caption id (Karpathy "sentid"); the image is a COCO file name
+# whose number is the COCO image id.
+CXC_SITS_COLUMNS = ("caption", "image", "agg_score", "sampling_method")
+CXC_SCORE_RANGE = (0.0, 5.0)
+_CXC_OTHER_TASKS = {
+    ("caption1", "caption2"): "STS (caption-caption)",
+    ("image1", "image2"): "SIS (image-image)",
+}
+
+
+@dataclass(frozen=True)
+class CxcRating:
+    line: int
+    caption_id: int
+    image_id: int
+    score: float
+    sampling_method: str
+
+
+def parse_cxc_sits(path: Path) -> list[CxcRating]:
+    """Read a CxC SITS CSV (`caption,image,agg_score,sampling_method`) into ratings."""
+    with csv_problems(path):
+        return _parse_cxc_sits(path)
+
+
+def _parse_cxc_sits(path: Path) -> list[CxcRating]:
+    handle = io.StringIO(read_text(path), newline="")
+    ratings: list[CxcRating] = []
+    seen: dict[tuple[int, int], int] = {}
+    with handle:
+        reader = csv.reader(handle)
+        header = tuple(h.strip() for h in next(reader, None) or ())
+        if header != CXC_SITS_COLUMNS:
+            other = _CXC_OTHER_TASKS.get(header[:2])
+            hint = f"; this looks like a CxC {other} file, not SITS (caption-image)"
+            raise ImportFileError(
+                f"{path}:1: header must be {','.join(CXC_SITS_COLUMNS)}, got "
+                f"{','.join(header) or 'nothing'}{hint if other else ''}"
+            )
+        for line, fields in enumerate(reader, start=2):
+            if not fields:
+                continue
+            if len(fields) != len(CXC_SITS_COLUMNS):
+                raise ImportFileError(
+                    f"{path}:{line}: expected {len(CXC_SITS_COLUMNS)} comma-separated fields, "
+                    f"got {len(fields)}"
+                )
+            caption_id = _cxc_caption_id(path, line, fields[0])
+            image_id = _cxc_image_id(path, line, fields[1])
+            score = _cxc_score(path, line, fields[2])
+            method = fields[3].strip()
+            if not method:
+                raise ImportFileError(f"{path}:{line}: field sampling_method is empty")
+            pair = (image_id, caption_id)
+            if pair in seen:
+                raise ImportFileError(
+                    f"{path}:{line}: caption {caption_id} and image {image_id} repeat line "
+                    f"{seen[pair]}"
+                )
+            seen[pair] = line
+            ratings.append(CxcRating(line, caption_id, image_id, score, method))
+    if not ratings:
+        raise ImportFileError(f"{path}: no rating rows")
+    return ratings
+
+
+def _cxc_caption_id(path: Path, line: int, value: str) -> int:
+    # e.g. COCO_val2014:sentid:732091
+    prefix, _, number = value.strip().rpartition(":sentid:")
+    if not prefix or not number:
+        raise ImportFileError(
+            f"{path}:{line}: field caption must look like COCO_val2014:sentid:<caption id>, "
+            f"got {value!r}"
+        )
+    return parse_id(path, line, "caption (sentid)", number)
+
+
+def _cxc_image_id(path: Path, line: int, value: str) -> int:
+    # e.g. COCO_val2014_000000365325.jpg → 365325
+    stem = value.strip().rsplit(".", 1)[0]
+    number = stem.rsplit("_", 1)[-1]
+    if "." not in value or not number.isdigit():
+        raise ImportFileError(
+            f"{path}:{line}: field image must be a COCO file name like "
+            f"COCO_val2014_000000365325.jpg, got {value!r}"
+        )
+    return int(number)
+
+
+def _cxc_score(path: Path, line: int, value: str) -> float:
+    low, high = CXC_SCORE_RANGE
+    try:
+        score = float(value.strip())
+    except ValueError:
+        raise ImportFileError(
+            f"{path}:{line}: field agg_score must be a number, got {value!r}"
+        ) from None
+    if not low <= score <= high:  # also refuses nan
+        raise ImportFileError(
+            f"{path}:{line}: field agg_score must be between {low:g} and {high:g}, got {score:g}"
+        )
+    return score

@@ -1,0 +1,158 @@
+"""The reads reviewers and workers see of crowd work: worker figures, suspect goldens, the
+review queue and its rows, and the HIT page.
+
+Time moves through the `now=` arguments, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from annotation.handout import assignment_create
+from annotation.models import Image, ItemRole, Verdict
+from annotation.review import assignment_review
+from annotation.selectors import (
+    assignment_page,
+    assignment_review_rows,
+    goldens_suspect,
+    review_queue,
+    worker_stats,
+)
+
+from .crowd_factories import (
+    FAILS_TP,
+    MINUTE,
+    RIGHT,
+    T0,
+    answers,
+    batch_make,
+    hit_make,
+    submit,
+    take,
+    verdict_fields,
+    work_done,
+    worker_make,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+# --- worker_stats ---------------------------------------------------------------------------
+
+
+def test_worker_stats_match_hand_computed_figures(tiny):
+    batch = batch_make(tiny)
+    h0, h1, h2, h3 = (hit_make(batch, i) for i in range(4))
+    Verdict.objects.create(**verdict_fields(h0, is_positive=True))
+    Verdict.objects.create(**verdict_fields(h1, is_positive=False))
+    a, b, idle = worker_make("a"), worker_make("b"), worker_make("idle")
+
+    # a: h0 all right (approved, 3 s); h1 both goldens wrong (flagged, then rejected, 6 s).
+    work_done(h0, a, {**RIGHT, "task": "yes"}, elapsed_ms=1000)
+    a_h1 = work_done(h1, a, {"golden_tn": "yes", "task": "no", "golden_tp": "no"}, elapsed_ms=2000)
+    assignment_review(assignment=a_h1, approve=False, feedback="both known pairs wrong")
+    # b: h0 golden TP wrong (flagged, then approved, 12 s); h1 right (approved, 3 s) but its
+    # task disagrees with the verdict; h2 right, waiting for review (30 s); h3 still open.
+    b_h0 = work_done(h0, b, {**RIGHT, "task": "yes", "golden_tp": "weak_no"}, elapsed_ms=4000)
+    assignment_review(assignment=b_h0, approve=True, feedback="")
+    work_done(h1, b, {**RIGHT, "task": "weak_yes"}, elapsed_ms=1000)
+    work_done(h2, b, RIGHT, elapsed_ms=10_000, policy="review_all")
+    assignment_create(hit=h3, worker=b, now=T0)
+
+    stats = {s.worker.external_id: s for s in worker_stats(workers=[a, b, idle])}
+
+    figures = {
+        name: (
+            s.submitted,
+            s.approved,
+            s.rejected,
+            s.golden_accuracy,
+            s.approval_rate,
+            s.median_hit_seconds,
+            s.verdict_agreement,
+        )
+        for name, s in stats.items()
+    }
+    assert figures == {
+        "a": (2, 1, 1, 2 / 4, 1 / 2, 4.5, 2 / 2),
+        "b": (3, 2, 0, pytest.approx(5 / 6), 1.0, 12.0, 1 / 2),  # median of 12, 3, 30 s
+        "idle": (0, 0, 0, None, None, None, None),
+    }
+    assert [s.worker for s in worker_stats(workers=[b, a])] == [b, a]
+
+
+# --- goldens_suspect ------------------------------------------------------------------------
+
+
+def test_a_golden_most_workers_fail_is_suspect_and_one_few_fail_is_not(tiny):
+    roles = (ItemRole.GOLDEN_TN, ItemRole.GOLDEN_TN, ItemRole.TASK, ItemRole.GOLDEN_TP)
+    hit = hit_make(batch_make(tiny), 0, max_assignments=4, roles=roles)
+    doubtful, sound = hit.items.get(position=0), hit.items.get(position=1)
+    # Pair 1 is answered YES by 3 of 4 workers; pair 2 by 1 of 4.
+    for i, at in enumerate([{0: "yes", 1: "yes"}, {0: "yes"}, {0: "yes"}, {}]):
+        submit(assignment_create(hit=hit, worker=worker_make(f"w{i}"), now=T0), answers(hit, at=at))
+
+    suspects = goldens_suspect()
+
+    assert [(s.role, s.image, s.caption, s.answers, s.failures) for s in suspects] == [
+        ("golden_tn", doubtful.image, doubtful.caption, 4, 3)
+    ]
+    assert (sound.image, sound.caption) != (doubtful.image, doubtful.caption)
+
+
+# --- review_queue and assignment_review_rows ------------------------------------------------
+
+
+def test_the_review_queue_lists_submitted_work_flagged_first_then_oldest_first(tiny):
+    batch = batch_make(tiny)
+    h0, h1, h2 = (hit_make(batch, i) for i in range(3))
+    w0, w1, w2 = (worker_make(f"w{i}") for i in range(3))
+
+    plain = work_done(h0, w0, RIGHT, policy="review_all", now=T0 + MINUTE)
+    late_flag = work_done(h0, w1, FAILS_TP, now=T0 + 3 * MINUTE)
+    early_flag = work_done(h1, w0, FAILS_TP, now=T0 + 2 * MINUTE)
+    work_done(h1, w1, RIGHT)  # approved: nothing to review
+    assignment_create(hit=h2, worker=w2, now=T0)  # open: nothing to review
+
+    assert [a.pk for a in review_queue()] == [early_flag.pk, late_flag.pk, plain.pk]
+    assert [a.pk for a in review_queue(limit=1)] == [early_flag.pk]
+
+
+def test_review_rows_show_each_answer_beside_the_golden_truth_in_page_order(tiny):
+    hit = hit_make(batch_make(tiny), 0)
+    assignment = take(worker_make("w0"))
+    submit(assignment, answers(hit, {"golden_tn": "yes", "task": "no", "golden_tp": "weak_yes"}))
+
+    rows = assignment_review_rows(assignment=assignment)
+
+    assert [(r["position"], r["role"], r["answer"], r["golden_ok"]) for r in rows] == [
+        (1, "golden_tn", "100% YES", False),
+        (2, "task", "100% NO", None),
+        (3, "golden_tp", "Partially YES, but…", True),
+    ]
+    assert [r["expected"] for r in rows] == ["a NO (known mismatch)", None, "a YES (known match)"]
+
+
+# --- assignment_page ------------------------------------------------------------------------
+
+
+def test_the_hit_page_lists_pairs_in_page_order_and_nothing_that_tells_goldens_apart(tiny):
+    roles = (ItemRole.TASK, ItemRole.GOLDEN_TP, ItemRole.TASK, ItemRole.GOLDEN_TN)
+    hit = hit_make(batch_make(tiny, followups=False), 0, roles=roles)
+    Image.objects.filter(pk=hit.items.get(position=1).image_id).update(file="images/1.png")
+    assignment = take(worker_make("w0"))
+
+    page = assignment_page(assignment=assignment)
+
+    assert set(page) == {"followups", "items"}
+    assert page["followups"] is False
+    items = list(hit.items.order_by("position"))
+    item_keys = {"id", "position", "image_url", "caption"}  # no role, nothing golden-only
+    assert [set(entry) for entry in page["items"]] == [item_keys] * len(items)
+    assert [(e["id"], e["position"], e["caption"]) for e in page["items"]] == [
+        (item.pk, item.position, item.caption.text) for item in items
+    ]
+    urls = [entry["image_url"] for entry in page["items"]]
+    assert urls[1] == reverse("frontend:item-image", args=[assignment.pk, items[1].pk])
+    assert urls[0] is None  # an image without a file

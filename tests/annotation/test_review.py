@@ -1,0 +1,191 @@
+"""Reviewing crowd work: what the golden policy decides at submission and once MTurk
+confirms work, a person's approval or rejection, and blocking a worker.
+
+Time moves through the `now=` arguments, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation.errors import ServiceError
+from annotation.handout import assignment_create
+from annotation.models import Assignment, Judgement, Worker
+from annotation.review import assignment_decide_confirmed, assignment_review, worker_block
+
+from .crowd_factories import (
+    FAILS_TP,
+    MINUTE,
+    RIGHT,
+    T0,
+    answers,
+    batch_make,
+    hit_make,
+    status_of,
+    submit,
+    take,
+    worker_make,
+)
+
+pytestmark = pytest.mark.django_db
+
+REJECTED_TP = "Rejected automatically: pair 3 is a known match but was answered no"
+POLICIES = ("approve_or_flag", "approve_or_reject", "review_all")
+
+
+# --- the golden policy at submission --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("policy", "levels", "status", "flagged", "golden_passed", "reviewed"),
+    [
+        ("approve_or_flag", RIGHT, "approved", False, True, True),
+        ("approve_or_flag", FAILS_TP, "submitted", True, False, False),
+        ("approve_or_reject", RIGHT, "approved", False, True, True),
+        ("approve_or_reject", FAILS_TP, "rejected", False, False, True),
+        ("review_all", RIGHT, "submitted", False, True, False),
+        ("review_all", FAILS_TP, "submitted", True, False, False),
+    ],
+)
+def test_the_golden_policy_decides_the_outcome_of_a_submission(
+    tiny, policy, levels, status, flagged, golden_passed, reviewed
+):
+    hit = hit_make(batch_make(tiny), 0)
+    assignment = take(worker_make("w0"))
+
+    result = submit(assignment, answers(hit, levels), policy=policy, now=T0 + 2 * MINUTE)
+
+    stored = Assignment.objects.get(pk=assignment.pk)
+    assert (stored.status, stored.flagged, stored.golden_passed) == (status, flagged, golden_passed)
+    assert stored.submitted_at == T0 + 2 * MINUTE
+    assert stored.reviewed_at == (T0 + 2 * MINUTE if reviewed else None)
+    assert stored.reviewed_by is None  # decided automatically
+    assert Judgement.objects.filter(assignment=assignment).count() == 3
+    assert len(result.golden_failures) == (0 if golden_passed else 1)
+
+
+def test_an_automatic_rejection_names_the_failed_pair_and_reopens_the_slot(tiny):
+    hit = hit_make(batch_make(tiny), 0, max_assignments=1)
+    assignment = take(worker_make("w0"))
+
+    submit(assignment, answers(hit, FAILS_TP), policy="approve_or_reject")
+
+    stored = Assignment.objects.get(pk=assignment.pk)
+    assert stored.feedback == "Rejected automatically: pair 3 is a known match but was answered no"
+    assert take(worker_make("w1"), now=T0 + 2 * MINUTE).hit == hit
+
+
+# --- assignment_decide_confirmed ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("policy", "levels", "status", "flagged", "feedback"),
+    [
+        ("approve_or_flag", RIGHT, "approved", False, ""),
+        ("approve_or_flag", FAILS_TP, "submitted", True, ""),
+        ("approve_or_reject", RIGHT, "approved", False, ""),
+        ("approve_or_reject", FAILS_TP, "rejected", False, REJECTED_TP),
+        ("review_all", RIGHT, "submitted", False, ""),
+        ("review_all", FAILS_TP, "submitted", True, ""),
+    ],
+    ids=[f"{policy}-{golden}" for policy in POLICIES for golden in ("passed", "failed")],
+)
+def test_confirmed_work_is_decided_by_the_golden_policy_as_at_submission(
+    tiny, policy, levels, status, flagged, feedback
+):
+    """Work held until MTurk confirms it (held here by `review_all` at submission) gets what
+    the batch's policy gives at submission; deciding it again changes nothing."""
+    hit = hit_make(batch_make(tiny), 0, max_assignments=1)
+    assignment = take(worker_make("w0"))
+    submit(assignment, answers(hit, levels), policy="review_all")
+
+    decided = assignment_decide_confirmed(
+        assignment=Assignment.objects.get(pk=assignment.pk), policy=policy
+    )
+
+    stored = Assignment.objects.get(pk=assignment.pk)
+    assert (decided.pk, decided.status) == (stored.pk, stored.status)
+    assert (stored.status, stored.flagged, stored.feedback) == (status, flagged, feedback)
+    assert (stored.reviewed_at is None) == (status == "submitted")
+    assert stored.reviewed_by is None  # decided automatically
+    before = Assignment.objects.filter(pk=assignment.pk).values().get()
+    assert assignment_decide_confirmed(assignment=stored, policy=policy).status == status
+    assert Assignment.objects.filter(pk=assignment.pk).values().get() == before
+    freed = take(worker_make("w1"), now=T0 + 2 * MINUTE)  # only a rejection frees the slot
+    assert (freed.hit if freed else None) == (hit if status == "rejected" else None)
+
+
+# --- assignment_review ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("feedback", ["", "   \n"])
+def test_a_rejection_without_feedback_is_refused(tiny, feedback):
+    hit = hit_make(batch_make(tiny), 0)
+    assignment = take(worker_make("w0"))
+    submit(assignment, answers(hit, FAILS_TP))
+
+    with pytest.raises(ServiceError, match="say why"):
+        assignment_review(assignment=assignment, approve=False, feedback=feedback)
+
+    stored = Assignment.objects.get(pk=assignment.pk)
+    assert (stored.status, stored.flagged, stored.reviewed_at) == ("submitted", True, None)
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_a_review_records_who_reviewed(tiny, approve):
+    hit = hit_make(batch_make(tiny), 0)
+    assignment = take(worker_make("w0"))
+    submit(assignment, answers(hit), policy="review_all")
+    reviewer = get_user_model().objects.create_user("reviewer", is_staff=True)
+
+    assignment_review(assignment=assignment, approve=approve, feedback="ok", reviewer=reviewer)
+
+    stored = Assignment.objects.get(pk=assignment.pk)
+    assert stored.reviewed_by == reviewer
+    assert stored.status == ("approved" if approve else "rejected")
+
+
+def test_a_rejection_hands_the_hit_to_the_next_worker_who_asks(tiny):
+    hit = hit_make(batch_make(tiny), 0, max_assignments=1)
+    rejected_worker, next_worker = worker_make("w0"), worker_make("w1")
+    assignment = take(rejected_worker)
+    submit(assignment, answers(hit), policy="review_all")
+    assert take(next_worker) is None  # submitted work holds its slot
+
+    assignment_review(assignment=assignment, approve=False, feedback="answers look random")
+
+    assert take(next_worker).hit == hit
+    assert take(rejected_worker) is None
+
+
+# --- worker_block ---------------------------------------------------------------------------
+
+
+def test_blocking_expires_open_work_and_returns_its_hit_to_the_pool(tiny):
+    batch = batch_make(tiny)
+    done_hit, open_hit = (hit_make(batch, i, max_assignments=1) for i in range(2))
+    blocked, other = worker_make("blocked"), worker_make("other")
+    done = assignment_create(hit=done_hit, worker=blocked, now=T0)
+    submit(done, answers(done_hit))
+    held = take(blocked)
+    assert held.hit == open_hit
+
+    worker_block(worker=blocked, blocked=True)
+
+    assert blocked.is_blocked is True
+    assert (status_of(held), status_of(done)) == ("expired", "approved")
+    assert take(other).hit == open_hit
+    with pytest.raises(ServiceError, match="blocked"):
+        take(blocked)
+
+
+def test_an_unblocked_worker_can_take_hits_again(tiny):
+    hit = hit_make(batch_make(tiny), 0)
+    worker = worker_make("w0")
+    worker_block(worker=worker, blocked=True)
+
+    unblocked = worker_block(worker=worker, blocked=False)
+
+    assert Worker.objects.get(pk=worker.pk).is_blocked is False
+    assert take(unblocked).hit == hit

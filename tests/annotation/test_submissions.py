@@ -1,0 +1,95 @@
+"""Submitting crowd work: deadlines, whose work it is, a repeat submission, and a batch that
+stops taking answers.
+
+Time moves through the `now=` arguments, never by sleeping. `test_services.py` covers the
+validation of answers and `test_review.py` what the golden policy decides at submission;
+this file does not repeat them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.errors import ServiceError
+from annotation.models import Assignment, Batch, BatchState, Judgement
+
+from .crowd_factories import (
+    FAILS_TP,
+    MINUTE,
+    T0,
+    answers,
+    batch_make,
+    hit_make,
+    status_of,
+    submit,
+    take,
+    worker_make,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+# --- assignment_submit ----------------------------------------------------------------------
+
+
+def test_a_late_submission_is_refused_and_stored_as_expired(tiny):
+    hit = hit_make(batch_make(tiny, assignment_minutes=30), 0, max_assignments=1)
+    assignment = take(worker_make("w0"))
+
+    with pytest.raises(ServiceError, match="expired"):
+        submit(assignment, answers(hit), now=T0 + 31 * MINUTE)
+
+    assert status_of(assignment) == "expired"
+    assert not Judgement.objects.exists()
+    assert take(worker_make("w1"), now=T0 + 32 * MINUTE).hit == hit  # the slot is free again
+
+
+def test_a_submission_just_before_the_deadline_is_accepted(tiny):
+    hit = hit_make(batch_make(tiny, assignment_minutes=30), 0)
+    assignment = take(worker_make("w0"))
+    assert submit(assignment, answers(hit), now=T0 + 29 * MINUTE).created is True
+    assert status_of(assignment) == "approved"
+
+
+def test_a_worker_cannot_submit_another_workers_assignment(tiny):
+    hit = hit_make(batch_make(tiny), 0)
+    owner, intruder = worker_make("owner"), worker_make("intruder")
+    assignment = take(owner)
+
+    with pytest.raises(ServiceError, match="belongs to another worker"):
+        submit(assignment, answers(hit), worker=intruder)
+
+    assert status_of(assignment) == "accepted"
+    assert not Judgement.objects.exists()
+    assert submit(assignment, answers(hit), worker=owner).created is True
+
+
+@pytest.mark.parametrize("policy", ["approve_or_flag", "approve_or_reject", "review_all"])
+def test_a_repeat_submission_returns_the_stored_result_and_stores_nothing(tiny, policy):
+    hit = hit_make(batch_make(tiny), 0)
+    assignment = take(worker_make("w0"))
+    first = submit(assignment, answers(hit, FAILS_TP), policy=policy)
+    before = Assignment.objects.filter(pk=assignment.pk).values().get()
+
+    again = submit(assignment, answers(hit), policy=policy, now=T0 + 3 * MINUTE)
+
+    assert again.created is False
+    assert [j.pk for j in again.judgements] == [j.pk for j in first.judgements]
+    assert again.golden_failures == first.golden_failures != ()
+    assert Judgement.objects.count() == 3
+    assert Assignment.objects.filter(pk=assignment.pk).values().get() == before
+
+
+# --- a batch that stops taking answers -----------------------------------------------------
+
+
+@pytest.mark.parametrize("state", [BatchState.AGGREGATING, BatchState.CANCELLED])
+def test_work_on_a_batch_that_left_annotating_is_refused_and_nothing_stored(tiny, state):
+    batch = batch_make(tiny)
+    hit = hit_make(batch, 0)
+    assignment = take(worker_make("late"))
+    Batch.objects.filter(pk=batch.pk).update(state=state)
+    with pytest.raises(ServiceError, match=f"batch is {state} and takes no more answers"):
+        submit(assignment, answers(hit))
+    assert not Judgement.objects.exists()
+    assert status_of(assignment) == "accepted"
