@@ -41,6 +41,9 @@ class MachineAnnotatorAdmin(admin.ModelAdmin):
 class BatchAdmin(admin.ModelAdmin):
     list_display = ("pk", "name", "dataset", "state", "created_at")
     list_filter = ("state", "dataset")
+    # Checked once at creation (mitl.config) and read on every hand-out and submission:
+    # an edit here could not be checked, so the config is shown, never edited.
+    readonly_fields = ("config",)
 
 
 @admin.register(models.HIT)

@@ -24,6 +24,7 @@ from mitl.judgements import (
     WRONG_CONCEPT_LABELS,
     Level,
 )
+from mitl.quality import golden_answered_right
 from mitl.release_files import bundle_path
 
 from .models import (
@@ -179,9 +180,7 @@ def assignment_review_rows(*, assignment: Assignment) -> list[dict[str, Any]]:
                 "caption": item.caption.text,
                 "answer": LEVEL_LABELS[level],
                 "expected": expected,
-                "golden_ok": None
-                if expected is None
-                else (level in POSITIVE_LEVELS) == (item.role == ItemRole.GOLDEN_TP),
+                "golden_ok": None if expected is None else golden_answered_right(item.role, level),
                 "shortcomings": [SHORTCOMING_LABELS[n] for n in judgement.shortcoming_names],
                 "wrong_concepts": [WRONG_CONCEPT_LABELS[n] for n in judgement.wrong_concept_names],
                 "other_text": judgement.other_text,
@@ -226,7 +225,7 @@ def worker_stats(*, workers: Sequence[Worker] | None = None) -> list[WorkerStats
         item__role__in=[ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN],
     ).values_list("assignment__worker_id", "item__role", "level")
     for worker_id, role, level in goldens:
-        golden[worker_id].append((Level(level) in POSITIVE_LEVELS) == (role == ItemRole.GOLDEN_TP))
+        golden[worker_id].append(golden_answered_right(role, Level(level)))
     agreement: dict[int, list[bool]] = defaultdict(list)
     judged = Judgement.objects.filter(
         assignment__worker_id__in=ids,
@@ -282,7 +281,7 @@ def goldens_suspect(*, min_answers: int = 3, min_failure_share: float = 0.5) -> 
         "item__hit__batch_id", "item__role", "item__image_id", "item__caption_id", "level"
     )
     for batch_id, role, image_id, caption_id, level in rows:
-        failed = (Level(level) in POSITIVE_LEVELS) != (role == ItemRole.GOLDEN_TP)
+        failed = not golden_answered_right(role, Level(level))
         tally[(batch_id, role, image_id, caption_id)].append(failed)
     suspects = [
         (key, len(fails), sum(fails))
@@ -340,6 +339,13 @@ def dataset_rows(*, datasets: Iterable[Dataset]) -> list[dict[str, Any]]:
         }
         for dataset in datasets
     ]
+
+
+def positive_sets_counted(*, dataset: Dataset) -> list[PositiveSet]:
+    """Return a dataset's positive sets in creation order, each with `n_pairs`."""
+    return list(
+        PositiveSet.objects.filter(dataset=dataset).annotate(n_pairs=Count("pairs")).order_by("pk")
+    )
 
 
 def batch_counts(*, batch: Batch) -> dict[str, Any]:

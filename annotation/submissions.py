@@ -190,9 +190,11 @@ def _submit_locked(
         }
         judgements = _build_judgements(locked, items, answers, followups_required)
         Judgement.objects.bulk_create(judgements)
-        misses = golden_misses(
+        # In page order, as `review.assignment_golden_misses` reads them for MTurk's sync.
+        answered = [
             (items[j.item_id].role, items[j.item_id].position, Level(j.level)) for j in judgements
-        )
+        ]
+        misses = golden_misses(sorted(answered, key=lambda answer: answer[1]))
         golden_policy_apply(
             locked, misses=misses, policy=golden_policy or config.golden_policy, now=now
         )

@@ -28,6 +28,7 @@ from annotation.models import (
     PositiveSource,
     Release,
 )
+from annotation.selectors import positive_sets_counted
 
 from .permissions import IsStaff
 
@@ -95,12 +96,8 @@ class DatasetDetailSerializer(DatasetSerializer):
 
     @extend_schema_field(PositiveSetSummarySerializer(many=True))
     def get_positive_set_list(self, dataset: Dataset) -> list[dict[str, Any]]:
-        sets = (
-            PositiveSet.objects.filter(dataset=dataset)
-            .annotate(n_pairs=count_of(PositivePair, "positive_set"))
-            .order_by("pk")
-        )
-        return PositiveSetSummarySerializer(sets, many=True).data
+        # Read by the view (annotation.selectors.positive_sets_counted), passed in the context.
+        return PositiveSetSummarySerializer(self.context["positive_sets"], many=True).data
 
 
 @extend_schema(tags=["datasets"])
@@ -120,6 +117,15 @@ class DatasetViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self) -> type[serializers.Serializer]:
         return DatasetDetailSerializer if self.action == "retrieve" else DatasetSerializer
+
+    def retrieve(self, request: Request, name: str) -> Response:
+        """Return one dataset with its counts and its positive sets (pairs counted)."""
+        dataset = self.get_object()
+        context = {
+            **self.get_serializer_context(),
+            "positive_sets": positive_sets_counted(dataset=dataset),
+        }
+        return Response(DatasetDetailSerializer(dataset, context=context).data)
 
 
 class ImageSerializer(serializers.ModelSerializer):

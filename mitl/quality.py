@@ -11,12 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .hits import Role
 from .judgements import POSITIVE_LEVELS, Level
 
 # Feedback of work the golden policy rejected (a person's own words never start with it).
 AUTOMATIC_REJECTION_PREFIX = "Rejected automatically: "
-GOLDEN_TP = "golden_tp"
-GOLDEN_TN = "golden_tn"
 
 
 @dataclass(frozen=True)
@@ -44,14 +43,16 @@ def golden_misses(answers: Iterable[tuple[str, int, Level]]) -> list[GoldenMiss]
     A golden TP needs a YES, a golden TN a NO: "100% YES" and "Partially YES" count as YES,
     "Mostly NO" and "100% NO" as NO. Misses come in the order of the answers.
     """
-    misses = []
-    for role, position, level in answers:
-        if role not in (GOLDEN_TP, GOLDEN_TN):
-            continue
-        is_match = role == GOLDEN_TP
-        if (level in POSITIVE_LEVELS) != is_match:
-            misses.append(GoldenMiss(position + 1, is_match, level))
-    return misses
+    return [
+        GoldenMiss(position + 1, role == Role.GOLDEN_TP, level)
+        for role, position, level in answers
+        if role in (Role.GOLDEN_TP, Role.GOLDEN_TN) and not golden_answered_right(role, level)
+    ]
+
+
+def golden_answered_right(role: str, level: Level) -> bool:
+    """Say whether a golden pair's answer is right: YES for a golden TP, NO for a golden TN."""
+    return (level in POSITIVE_LEVELS) == (role == Role.GOLDEN_TP)
 
 
 def golden_check(answers: Iterable[tuple[str, int, Level]]) -> GoldenResult:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import kendalltau
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -21,6 +20,10 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
         raise ValueError(f"score lists differ in length ({len(x)} and {len(y)})")
     if len(x) < 2:
         return None  # scipy would warn about the sample size and return NaN
+    # scipy.stats is imported here, not at start-up: the web process loads this module
+    # with the leaderboard and the diversity report, and only they need it.
+    from scipy.stats import kendalltau
+
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if (a == a[0]).all() or (b == b[0]).all():
         return None

@@ -17,7 +17,7 @@ from typing import Any
 from django.utils import timezone
 
 from annotation.models import HIT, Batch, BatchState
-from mitl.config import batch_config
+from mitl.config import ConfigError, batch_config
 
 from .client import mturk_client_for, mturk_pages
 from .errors import MTurkError, SyncRunning
@@ -146,7 +146,7 @@ def mturk_sync_recorded(*, batch: Batch, client: Any = None) -> list[str]:
         return mturk_sync(batch=batch, client=client).lines()
     except SyncRunning as exc:  # the running sync writes its own report
         return [str(exc)]
-    except MTurkError as exc:
+    except (MTurkError, ConfigError) as exc:  # one batch's problem never stops the others
         message = str(exc)
     _sync_finish(batch, SyncReport(problems=[message]), timezone.now())
     return [f"PROBLEM {message}"]

@@ -30,7 +30,7 @@ from annotation.models import (
 )
 from annotation.services import ORIGINAL_SET
 from mitl.bias import MAX_ANNOTATORS, direction_bias, json_safe
-from mitl.config import parse_batch_config
+from mitl.config import batch_config
 from mitl.crowd_answers import (
     LEVELS,
     JudgedAnswer,
@@ -78,7 +78,7 @@ def bias_report_build(*, batch: Batch, progress: BiasProgress | None = None) -> 
         )
     index = {pk: i for i, (pk, _) in enumerate(annotators)}
     names = [name for _, name in annotators]
-    config = parse_batch_config(batch.config)
+    config = batch_config(batch)
 
     proposals: dict[int, list[tuple[int, int]]] = defaultdict(list)
     on_invalid: set[int] = set()  # candidates whose caption an admin marked invalid

@@ -30,6 +30,13 @@ def retrieval_chunks_queue(*, batch_id: int, chunks: Iterable[tuple[int, list[in
         _queue_on_commit(retrieve_chunk, batch_id, annotator_id, query_ids)
 
 
+def annotation_close_queue(*, batch_id: int, force: bool) -> None:
+    """Queue `mitl.close_annotation` (early with `force`) once the transaction commits."""
+    from mitl.tasks import close_annotation
+
+    _queue_on_commit(close_annotation, batch_id, force)
+
+
 def crowd_autopilot_queue(*, batch_id: int) -> None:
     """Queue `mitl.crowd_autopilot` for the batch once the transaction commits."""
     from mitl.tasks import crowd_autopilot

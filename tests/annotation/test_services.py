@@ -54,7 +54,11 @@ def crowd():
         Caption.objects.create(dataset=dataset, ext_id=10 + i, image=images[i], text=f"caption {i}")
         for i in range(3)
     ]
-    batch = Batch.objects.create(dataset=dataset, name="b", config={}, state="annotating")
+    # A batch's config is checked at creation and read on every hand-out and submission,
+    # so even a hand-made row carries a valid one (its defaults otherwise).
+    batch = Batch.objects.create(
+        dataset=dataset, name="b", config={"annotators": ["tfidf"]}, state="annotating"
+    )
     query = Query.objects.create(batch=batch, direction="i2t", image=images[0])
     candidate = Candidate.objects.create(
         batch=batch, query=query, direction="i2t", image=images[0], caption=captions[1]

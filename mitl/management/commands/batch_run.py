@@ -9,7 +9,7 @@ from annotation.errors import ServiceError
 from annotation.models import Batch, BatchStageProgress, BatchState
 from mitl.management.progress_bars import StageBars
 from mitl.services.pipeline import STAGE_ORDER, batch_run_until, batch_start
-from mitl.tasks import close_annotation
+from mitl.services.queueing import annotation_close_queue
 
 
 class Command(BaseCommand):
@@ -57,7 +57,7 @@ class Command(BaseCommand):
         if batch.state == BatchState.DRAFT:
             batch_start(batch=batch)
         elif batch.state == BatchState.ANNOTATING:
-            close_annotation.delay(batch.pk, options["force"])
+            annotation_close_queue(batch_id=batch.pk, force=options["force"])
         until_index = STAGE_ORDER.index(options["until"])
         deadline = time.monotonic() + options["timeout"]
         while time.monotonic() < deadline:
