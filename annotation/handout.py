@@ -13,6 +13,7 @@ PostgreSQL kills one of them as a deadlock; see `hits_lock`.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from enum import Enum
@@ -37,6 +38,7 @@ from .models import (
 
 # Work that holds (or used) one of a HIT's slots; rejected and expired work frees its slot.
 ACTIVE_STATUSES = (AssignmentStatus.ACCEPTED, AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED)
+PAGE_SEEDS = 2**31  # Assignment.page_seed is drawn below this (fits a PositiveIntegerField)
 _NEXT_HIT_TRIES = 25  # candidates to try when concurrent requests fill the first ones
 
 
@@ -162,7 +164,12 @@ def _active_count(hit: HIT) -> int:
 
 def _assign(hit: HIT, worker: Worker, now: datetime, active: int) -> Assignment:
     """Create the assignment and set the slot hint; the caller holds the HIT's lock."""
-    assignment = Assignment.objects.create(hit=hit, worker=worker, deadline=_deadline(hit, now))
+    assignment = Assignment.objects.create(
+        hit=hit,
+        worker=worker,
+        deadline=_deadline(hit, now),
+        page_seed=secrets.randbelow(PAGE_SEEDS),  # this worker's own order of the pairs
+    )
     HIT.objects.filter(pk=hit.pk).update(active_assignments=active + 1)
     return assignment
 

@@ -3,9 +3,11 @@
 A source answers whether it holds a file name (relative, `/`-separated) and reads one file
 at a time. Every read is capped in size and checked to be an image Pillow can open and
 verify, so an import refuses decompression bombs and files that are not images with a
-message that names the entry. A zip is checked as a whole when it is opened: entries that
-would land outside the target folder (`../`, absolute paths, links) and entries that would
-unpack to too much refuse the whole file.
+message that names the entry. A zip is checked as a whole when it is opened, from its
+directory and before anything is unpacked: entries that would land outside the target
+folder (`../`, absolute paths, links), entries that would unpack to too much, and a zip
+that would unpack to too much in all (bytes, or times its own size) refuse the whole file.
+The bytes actually unpacked are counted against the same allowance as they are read.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .parse_common import ImportFileError
 # Formats a dataset image may have. Pillow's other plugins (EPS, PSD, ...) are never tried:
 # fewer parsers see untrusted bytes, and EPS would hand them to Ghostscript on load.
 IMAGE_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
-_RATIO_FLOOR = 1 << 20  # below 1 MiB unpacked, a high compression ratio is harmless
+_RATIO_FLOOR = 1 << 20  # below 1 MiB unpacked (an entry, or a zip in all), any ratio is harmless
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,9 @@ class ImageLimits:
 
     max_file_bytes: int = 64 << 20  # one image file (COCO's largest is under 1 MiB)
     max_total_bytes: int = 64 << 30  # everything a zip unpacks to (COCO train2014: 13 GB)
-    max_ratio: float = 100.0  # unpacked / packed size of a zip entry (JPEGs barely shrink)
+    # Unpacked / packed size of a zip entry, and of a whole zip (its entries' sizes over the
+    # zip file's): JPEG and PNG files barely shrink, so a real image zip is close to 1.
+    max_ratio: float = 100.0
     max_pixels: int = Image.MAX_IMAGE_PIXELS or 89_478_485  # Pillow's own bomb limit
 
 
@@ -178,13 +182,22 @@ class ZipImageSource(ImageSource):
         self.label = label or str(path)
         try:
             self._zip = zipfile.ZipFile(path)
+            self._size = Path(path).stat().st_size
         except (zipfile.BadZipFile, OSError) as exc:
             raise ImageSourceError(f"{self.label}: not a readable zip file ({exc})") from exc
+        self._unpacked = 0  # bytes read so far; an entry read again is not counted again
+        self._read_names: set[str] = set()
         try:
             self._entries = self._check_entries()
         except BaseException:
             self._zip.close()
             raise
+
+    def _allowance(self) -> int:
+        """What the whole zip may unpack to: its total cap, and its size times the ratio."""
+        limits = self.limits
+        by_ratio = max(_RATIO_FLOOR, int(self._size * limits.max_ratio))
+        return min(limits.max_total_bytes, by_ratio)
 
     def _check_entries(self) -> dict[str, zipfile.ZipInfo]:
         limits = self.limits
@@ -222,6 +235,13 @@ class ZipImageSource(ImageSource):
             if name in entries:
                 raise ImageSourceError(f"{self.where(name)} appears twice; the zip is refused")
             entries[name] = info
+        # Entries under 1 MiB skip their own ratio check; together they may not.
+        ratio = total / max(self._size, 1)
+        if total > _RATIO_FLOOR and ratio > limits.max_ratio:
+            raise ImageSourceError(
+                f"{self.label}: refused as a zip bomb: its {self._size} bytes unpack to "
+                f"{total} in all (ratio {ratio:.0f}, at most {limits.max_ratio:g} allowed)"
+            )
         return entries
 
     def where(self, name: str) -> str:
@@ -244,6 +264,15 @@ class ZipImageSource(ImageSource):
             raise ImageSourceError(f"{self.where(name)}: cannot unpack ({exc})") from exc
         if len(data) > self.limits.max_file_bytes:  # the directory lied about the size
             raise self._too_big(name, len(data))
+        if name not in self._read_names:
+            self._read_names.add(name)
+            self._unpacked += len(data)
+        allowance = self._allowance()
+        if self._unpacked > allowance:  # the directory lied about the total
+            raise ImageSourceError(
+                f"{self.where(name)}: the zip unpacked to more than the {allowance} bytes "
+                "allowed in all; the zip is refused"
+            )
         return data
 
     def check_header(self, name: str) -> str:

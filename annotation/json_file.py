@@ -11,7 +11,7 @@ import re
 from json.decoder import scanstring
 from pathlib import Path
 
-from .parse_common import ImportFileError, json_parse, read_text
+from .parse_common import ImportFileError, id_range_problem, json_parse, parse_id, read_text
 
 JsonPath = tuple[str | int, ...]
 
@@ -24,14 +24,17 @@ class JsonFile:
         self.text = read_text(path)
         self.data = json_parse(path, self.text)
 
-    def error(self, where: JsonPath, problem: str) -> ImportFileError:
-        # The line is looked up only when something is wrong: the happy path pays nothing.
-        line = None
-        for depth in range(len(where), -1, -1):  # a missing field: the line of its object
+    def line(self, where: JsonPath) -> int | None:
+        """Return the line of the value at `where` (of its object when it is missing)."""
+        for depth in range(len(where), -1, -1):
             offset = _json_offset(self.text, where[:depth])
             if offset is not None:
-                line = self.text.count("\n", 0, offset) + 1
-                break
+                return self.text.count("\n", 0, offset) + 1
+        return None
+
+    def error(self, where: JsonPath, problem: str) -> ImportFileError:
+        # The line is looked up only when something is wrong: the happy path pays nothing.
+        line = self.line(where)
         prefix = f"{self.path}:{line}" if line is not None else str(self.path)
         field = f" field {_json_label(where)}:" if where else ""
         return ImportFileError(f"{prefix}:{field} {problem}")
@@ -60,6 +63,9 @@ class JsonFile:
             raise self.error((*where, key), f"must be an integer id, got {value!r}") from None
         if parsed < 0:
             raise self.error((*where, key), f"must not be negative, got {parsed}")
+        problem = id_range_problem(parsed)
+        if problem:
+            raise self.error((*where, key), problem)
         return parsed
 
     def need_text(self, parent: dict, key: str, where: JsonPath) -> str:
@@ -72,6 +78,14 @@ class JsonFile:
         if "\x00" in value:
             raise self.error((*where, key), "holds a NUL character")
         return value.strip()
+
+
+def json_id(doc: JsonFile, where: JsonPath, field: str, value: object) -> int:
+    """`parse_id` of a value at `where` whose error names its line (found only on error)."""
+    try:
+        return parse_id(doc.path, None, field, value)
+    except ImportFileError:
+        return parse_id(doc.path, doc.line(where), field, value)  # raises again, with the line
 
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")

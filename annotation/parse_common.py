@@ -2,20 +2,34 @@
 
 A file is read as UTF-8 text (a bad byte is named by its line), the csv module's and the
 json module's own errors become errors that name the file (and line), and ids are
-non-negative integers.
+integers from 0 to ID_MAX, the largest the database stores.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+# Ids are stored in BigIntegerField columns (Image.ext_id, Caption.ext_id): PostgreSQL's
+# bigint, a signed 64-bit integer. A larger id is refused while the file is parsed, with
+# its line, not by the database in the middle of an import.
+ID_MAX = 2**63 - 1
+
 
 class ImportFileError(ValueError):
     """A dataset file is malformed; the message names the file, line and field."""
+
+
+def id_range_problem(value: int) -> str | None:
+    """Say why an integer id cannot be stored (it is above ID_MAX), or None when it fits."""
+    if value > ID_MAX:
+        return f"id {value} is out of range (0 to {ID_MAX})"
+    return None
 
 
 def read_text(path: Path) -> str:
@@ -50,15 +64,20 @@ def json_parse(path: Path, text: str) -> object:
         raise ImportFileError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
     except RecursionError:
         raise ImportFileError(f"{path}: JSON nested too deeply") from None
-
-
-def load_json(path: Path) -> object:
-    """Read a UTF-8 JSON file; every problem is an ImportFileError."""
-    return json_parse(path, read_text(path))
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+        limit = sys.get_int_max_str_digits()
+        found = re.search(rf"\d{{{limit + 1},}}", text)  # its line, unless a string is first
+        where = str(path)
+        if found:
+            line = text.count("\n", 0, found.start()) + 1
+            where = f"{path}:{line}"
+        raise ImportFileError(
+            f"{where}: invalid JSON (integer of more than {limit} digits)"
+        ) from None
 
 
 def parse_id(path: Path, line: int | None, field: str, value: object) -> int:
-    """Return `value` as a non-negative integer id, or raise an error naming `field`."""
+    """Return `value` as an integer id from 0 to ID_MAX, or raise an error naming `field`."""
     where = f"{path}:{line}" if line is not None else str(path)
     if isinstance(value, bool):
         raise ImportFileError(f"{where}: {field} must be an integer id, got {value!r}")
@@ -68,4 +87,7 @@ def parse_id(path: Path, line: int | None, field: str, value: object) -> int:
         raise ImportFileError(f"{where}: {field} must be an integer id, got {value!r}") from None
     if parsed < 0:
         raise ImportFileError(f"{where}: {field} must not be negative, got {parsed}")
+    problem = id_range_problem(parsed)
+    if problem:
+        raise ImportFileError(f"{where}: field {field}: {problem}")
     return parsed

@@ -12,8 +12,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from .json_file import JsonFile
-from .parse_common import ImportFileError, csv_problems, load_json, parse_id, read_text
+from .json_file import JsonFile, json_id
+from .parse_common import ImportFileError, csv_problems, parse_id, read_text
 
 TSV_COLUMNS = ("caption_id", "image_id", "file_name", "caption")
 
@@ -78,12 +78,13 @@ def _parse_captions_tsv(path: Path) -> list[CaptionRow]:
 
 def parse_labels_json(path: Path) -> dict[int, list[str]]:
     """Read `{"<image id>": ["label", ...]}`."""
-    data = load_json(path)
+    doc = JsonFile(path)
+    data = doc.data
     if not isinstance(data, dict):
         raise ImportFileError(f"{path}: expected a JSON object of image id → list of labels")
     labels: dict[int, list[str]] = {}
     for key, value in data.items():
-        image_id = parse_id(path, None, f"key {key!r}", key)
+        image_id = json_id(doc, (key,), f"key {key!r}", key)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ImportFileError(f"{path}: labels of image {key} must be a list of strings")
         labels[image_id] = sorted(set(value))

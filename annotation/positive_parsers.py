@@ -11,7 +11,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from .parse_common import ImportFileError, csv_problems, load_json, parse_id, read_text
+from .json_file import JsonFile, json_id
+from .parse_common import ImportFileError, csv_problems, parse_id, read_text
 
 
 @dataclass(frozen=True)
@@ -34,18 +35,19 @@ def parse_eccv_pairs(i2t_path: Path, t2i_path: Path) -> set[tuple[int, int]]:
 
 
 def _read_eccv_file(path: Path, *, image_first: bool) -> tuple[list[int], set[tuple[int, int]]]:
-    data = load_json(path)
+    doc = JsonFile(path)
+    data = doc.data
     if not isinstance(data, dict):
         raise ImportFileError(f"{path}: expected a JSON object of id → list of ids")
     queries: list[int] = []
     pairs: set[tuple[int, int]] = set()
     for key, values in data.items():
-        query = parse_id(path, None, f"key {key!r}", key)
+        query = json_id(doc, (key,), f"key {key!r}", key)
         if not isinstance(values, list):
             raise ImportFileError(f"{path}: value of {key!r} must be a list of ids")
         queries.append(query)
-        for value in values:
-            target = parse_id(path, None, f"value {value!r} of {key!r}", value)
+        for index, value in enumerate(values):
+            target = json_id(doc, (key, index), f"value of {key!r}", value)
             pairs.add((query, target) if image_first else (target, query))
     return sorted(queries), pairs
 
@@ -135,12 +137,12 @@ def _cxc_image_id(path: Path, line: int, value: str) -> int:
     # e.g. COCO_val2014_000000365325.jpg → 365325
     stem = value.strip().rsplit(".", 1)[0]
     number = stem.rsplit("_", 1)[-1]
-    if "." not in value or not number.isdigit():
+    if "." not in value or not (number.isascii() and number.isdigit()):
         raise ImportFileError(
             f"{path}:{line}: field image must be a COCO file name like "
             f"COCO_val2014_000000365325.jpg, got {value!r}"
         )
-    return int(number)
+    return parse_id(path, line, "image", number)
 
 
 def _cxc_score(path: Path, line: int, value: str) -> float:

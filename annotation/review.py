@@ -22,6 +22,7 @@ from mitl.quality import (
     GoldenMiss,
     golden_decision,
     golden_misses,
+    golden_misses_summary,
 )
 
 from .errors import ServiceError
@@ -79,7 +80,7 @@ def golden_policy_apply(
 
 
 def _automatic_feedback(misses: list[GoldenMiss]) -> str:
-    return AUTOMATIC_REJECTION_PREFIX + "; ".join(miss.describe() for miss in misses)
+    return AUTOMATIC_REJECTION_PREFIX + golden_misses_summary(misses)
 
 
 def assignment_decide_confirmed(*, assignment: Assignment, policy: str) -> Assignment:
@@ -116,6 +117,14 @@ _UNCONFIRMED = (
 )
 
 
+_OWN_WORK = "you cannot review your own work: another staff member must decide it"
+
+
+def _is_own_work(assignment: Assignment, reviewer: AbstractBaseUser) -> bool:
+    """Say whether `reviewer`'s account is the worker who did `assignment` (never changes)."""
+    return Worker.objects.filter(pk=assignment.worker_id, user_id=reviewer.pk).exists()
+
+
 def assignment_review(
     *,
     assignment: Assignment,
@@ -126,11 +135,14 @@ def assignment_review(
     """Approve or reject a submitted assignment; a rejection reopens the slot on its HIT.
 
     A rejection must say why: the worker reads the feedback. MTurk work that MTurk has not
-    confirmed yet (`Assignment.awaits_mturk`) can be rejected but never approved.
+    confirmed yet (`Assignment.awaits_mturk`) can be rejected but never approved. Nobody
+    decides their own work: a `reviewer` whose account did it is refused, either way.
     """
     feedback = feedback.strip()
     if not approve and not feedback:
         raise ServiceError("say why the work is rejected: the worker sees this feedback")
+    if reviewer is not None and _is_own_work(assignment, reviewer):
+        raise ServiceError(_OWN_WORK)
     with transaction.atomic():
         hits_lock(hit_ids=[assignment.hit_id])  # before the assignment: see hits_lock
         locked = Assignment.objects.select_for_update().get(pk=assignment.pk)

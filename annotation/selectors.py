@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from mitl.config import batch_config
 from mitl.costs import BatchEstimate, cost_estimate
+from mitl.hits import page_order
 from mitl.judgements import (
     LEVEL_LABELS,
     POSITIVE_LEVELS,
@@ -83,20 +84,24 @@ def diversity_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def hit_page_content(*, hit: HIT, image_url: Callable[[int], str]) -> dict[str, Any]:
-    """Return what a HIT page shows: the pairs in order without their roles, whether it asks
-    why, and the labels of the answers and reasons.
+def hit_page_content(
+    *, hit: HIT, image_url: Callable[[int], str], page_seed: int | None = None
+) -> dict[str, Any]:
+    """Return what a HIT page shows: the pairs in the assignment's order without their roles,
+    whether it asks why, and the labels of the answers and reasons.
 
     The platform's page and MTurk's frame show the same content; `image_url` gives an item's
     image link there (asked only for items whose image has a file). Golden pairs must look
-    exactly like the others, so nothing here tells them apart.
+    exactly like the others, so nothing here tells them apart; `page_seed` (the
+    assignment's) gives each worker its own order, and `position` is the place on this page.
     """
     # Plain rows, not model instances: every "next HIT" builds this page.
-    items = (
+    rows = list(
         HITItem.objects.filter(hit_id=hit.pk)
         .order_by("position")
-        .values_list("pk", "position", "image__file", "caption__text")
+        .values_list("pk", "image__file", "caption__text")
     )
+    shown = [rows[index] for index in page_order(len(rows), page_seed)]
     return {
         "followups": batch_config(hit.batch).followups,
         "items": [
@@ -106,7 +111,7 @@ def hit_page_content(*, hit: HIT, image_url: Callable[[int], str]) -> dict[str, 
                 "image_url": image_url(pk) if image_file else None,
                 "caption": caption,
             }
-            for pk, position, image_file, caption in items
+            for position, (pk, image_file, caption) in enumerate(shown)
         ],
         "levels": [
             (level.value, LEVEL_LABELS[level], index + 1) for index, level in enumerate(Level)
@@ -125,7 +130,11 @@ def item_image_url(assignment_id: int, item_id: int) -> str:
 
 def assignment_page(*, assignment: Assignment) -> dict[str, Any]:
     """Return the pairs (with the worker's image links) and follow-ups of an assignment's HIT."""
-    page = hit_page_content(hit=assignment.hit, image_url=partial(item_image_url, assignment.pk))
+    page = hit_page_content(
+        hit=assignment.hit,
+        image_url=partial(item_image_url, assignment.pk),
+        page_seed=assignment.page_seed,
+    )
     return {"followups": page["followups"], "items": page["items"]}
 
 
@@ -160,20 +169,22 @@ def review_awaiting_mturk() -> int:
 
 
 def assignment_review_rows(*, assignment: Assignment) -> list[dict[str, Any]]:
-    """Return each answer of a submission beside the golden truth, in page order."""
+    """Return each answer of a submission beside the golden truth, in the order the worker
+    saw the pairs (`position` is the place on the worker's page)."""
     rows = []
-    judgements = (
+    by_position = list(
         Judgement.objects.filter(assignment=assignment)
         .select_related("item__image", "item__caption")
         .order_by("item__position")
     )
-    for judgement in judgements:
+    judgements = [by_position[i] for i in page_order(len(by_position), assignment.page_seed)]
+    for shown_at, judgement in enumerate(judgements):
         item = judgement.item
         level = Level(judgement.level)
         expected = _GOLDEN_EXPECTED.get(item.role)
         rows.append(
             {
-                "position": item.position + 1,
+                "position": shown_at + 1,
                 "item_id": item.pk,
                 "role": item.role,
                 "image": item.image,

@@ -2,8 +2,8 @@
 
 POST /api/imports/dataset/ and /api/imports/positives/ take multipart forms, check the
 files while the request waits (a bad file is a 400 naming the file, line and field, and
-leaves nothing behind) and answer 202 with the queued job; GET /api/imports/<id>/ gives
-its status and progress.
+leaves nothing behind; so is a form field or file the endpoint does not know) and answer
+202 with the queued job; GET /api/imports/<id>/ gives its status and progress.
 """
 
 from __future__ import annotations
@@ -139,6 +139,15 @@ def _invalid(errors: dict[str, Any]) -> Response:
     )
 
 
+def _unknown_field(data: Any, serializer: serializers.Serializer) -> Response | None:
+    """A 400 naming the first form field or file the form does not have, else None."""
+    known = list(serializer.fields)
+    for key in data:
+        if key not in known:
+            return _invalid({key: [f"unknown field (known: {', '.join(known)})"]})
+    return None
+
+
 def _create(
     request: Request,
     kind: str,
@@ -172,6 +181,9 @@ class DatasetImportView(APIView):
     def post(self, request: Request) -> Response:
         """Check the files now and queue the import; 202 with the job to follow."""
         serializer = DatasetImportRequestSerializer(data=request.data)
+        unknown = _unknown_field(request.data, serializer)
+        if unknown is not None:
+            return unknown
         if not serializer.is_valid():
             return _invalid(serializer.errors)
         return _create(
@@ -193,6 +205,9 @@ class PositivesImportView(APIView):
     def post(self, request: Request) -> Response:
         """Check the files now and queue the import; 202 with the job to follow."""
         serializer = PositivesImportRequestSerializer(data=request.data)
+        unknown = _unknown_field(request.data, serializer)
+        if unknown is not None:
+            return unknown
         if not serializer.is_valid():
             return _invalid(serializer.errors)
         data = dict(serializer.validated_data)

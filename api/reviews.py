@@ -116,14 +116,16 @@ class ReviewViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ReviewDecisionSerializer, responses=ReviewSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
-        """Approve submitted work (400 when it is not waiting for review, or is MTurk work
-        that MTurk has not confirmed yet: run the MTurk sync first)."""
+        """Approve submitted work (400 when it is not waiting for review, is your own work,
+        or is MTurk work that MTurk has not confirmed yet: run the MTurk sync first)."""
         return self._decide(request, approve=True)
 
     @extend_schema(request=ReviewDecisionSerializer, responses=ReviewSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
-        """Reject submitted work; `feedback` says why. Its slot on the HIT opens again."""
+        """Reject submitted work; `feedback` says why. Its slot on the HIT opens again.
+
+        400 when it is not waiting for review or is your own work."""
         return self._decide(request, approve=False)
 
     def _decide(self, request: Request, *, approve: bool) -> Response:

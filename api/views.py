@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.cache import caches
 from django.db import connection
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -17,7 +18,9 @@ from rest_framework.response import Response
 class HealthSerializer(serializers.Serializer):
     healthy = serializers.BooleanField()
     checks = serializers.DictField(
-        child=serializers.CharField(), help_text="database, broker: ok or the error."
+        child=serializers.CharField(),
+        help_text="database, broker, cache (the shared cache, when CACHE_URL is set): ok, or the "
+        "error.",
     )
 
 
@@ -37,7 +40,8 @@ def _failure(request: Request, exc: Exception) -> str:
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def health(request: Request) -> Response:
-    """Report whether the database and (when configured) the Celery broker answer."""
+    """Report whether the database and (when configured) the Celery broker and the shared
+    cache answer."""
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:
@@ -56,6 +60,12 @@ def health(request: Request) -> Response:
             checks["broker"] = _failure(request, exc)
     else:
         checks["broker"] = "eager (no broker configured)"
+    if settings.CACHE_URL:  # sessions fall back to the database, but logins are refused
+        try:
+            caches["default"].get("health-check")
+            checks["cache"] = "ok"
+        except Exception as exc:
+            checks["cache"] = _failure(request, exc)
     healthy = all(not value.startswith("error") for value in checks.values())
     return Response({"healthy": healthy, "checks": checks}, status=200 if healthy else 503)
 

@@ -68,6 +68,25 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
+# HTTPS (docs/architecture.md, "Run modes"). Off by default: the embedded default and the
+# local docker-compose stack are plain http://127.0.0.1. HTTPS_ONLY=1 says browsers reach the
+# site only over HTTPS: cookies go only over HTTPS, plain HTTP is redirected, and HSTS tells
+# browsers to come back over HTTPS only (a year by default; SECURE_HSTS_SECONDS=0 turns it
+# off). Including subdomains and asking for the browsers' preload list are separate choices,
+# as both are hard to undo.
+HTTPS_ONLY = _env_bool("HTTPS_ONLY", False)
+SESSION_COOKIE_SECURE = HTTPS_ONLY
+CSRF_COOKIE_SECURE = HTTPS_ONLY
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", HTTPS_ONLY)
+SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS_ONLY else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+# A proxy that terminates TLS talks plain HTTP to gunicorn: trust its X-Forwarded-Proto only
+# when told it sets (overwrites) that header on every request, as a client can send it too.
+# Without it, HTTPS_ONLY's redirect would loop behind such a proxy.
+BEHIND_TLS_PROXY = _env_bool("BEHIND_TLS_PROXY", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_TLS_PROXY else None
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -238,13 +257,10 @@ CACHES = {
     )
 }
 # Sessions live in the database; with a shared cache (Redis) they are read from it first,
-# one query less on every request. Not with the per-process default: a logout in one web
-# process would leave the session alive in the others' memory.
-SESSION_ENGINE = (
-    "django.contrib.sessions.backends.cached_db"
-    if CACHE_URL
-    else "django.contrib.sessions.backends.db"
-)
+# one query less on every request, and from the database alone while the cache is down
+# (annotation/sessions.py). Not with the per-process default: a logout in one web process
+# would leave the session alive in the others' memory.
+SESSION_ENGINE = "annotation.sessions" if CACHE_URL else "django.contrib.sessions.backends.db"
 
 # Rankings sent to the leaderboard API are scored while the request waits: these caps keep
 # that to seconds. Larger rankings are scored offline with `manage.py evaluate`.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -150,3 +151,16 @@ def _oriented(source: NegativeSource, target: int) -> tuple[int, int]:
 
 def _allowed(source: NegativeSource, target: int, on_page: set[tuple[int, int]]) -> bool:
     return target not in source.excluded and _oriented(source, target) not in on_page
+
+
+def page_order(n_items: int, seed: int | None) -> list[int]:
+    """Return the HIT positions in the order one assignment shows them.
+
+    Each assignment gets its own order, so workers who compare notes cannot tell each other
+    where a HIT's golden pairs are; the seed is stored with the assignment, so the order
+    is the same on every visit and in review. No seed: the HIT's own order.
+    """
+    positions = list(range(n_items))
+    if seed is not None:
+        random.Random(seed).shuffle(positions)
+    return positions

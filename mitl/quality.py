@@ -7,7 +7,7 @@ cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -53,6 +53,17 @@ def golden_misses(answers: Iterable[tuple[str, int, Level]]) -> list[GoldenMiss]
 def golden_answered_right(role: str, level: Level) -> bool:
     """Say whether a golden pair's answer is right: YES for a golden TP, NO for a golden TN."""
     return (level in POSITIVE_LEVELS) == (role == Role.GOLDEN_TP)
+
+
+def golden_misses_summary(misses: Sequence[GoldenMiss]) -> str:
+    """Tell a worker how many pairs with a known answer were answered wrongly, not which.
+
+    The HIT goes back to other workers: naming a pair (its place, its content or the right
+    answer) would tell them where the golden pairs are. Staff see the pairs in review.
+    """
+    count = len(misses)
+    noun = "pair with a known answer was" if count == 1 else "pairs with a known answer were"
+    return f"{count} {noun} answered wrongly."
 
 
 def golden_check(answers: Iterable[tuple[str, int, Level]]) -> GoldenResult:

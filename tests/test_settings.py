@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,87 @@ def test_sessions_are_read_through_the_cache_only_when_it_is_shared(tmp_path):
     per_process = _settings_probe({"MITL_VAR_DIR": str(tmp_path)}, "s.SESSION_ENGINE")
 
     assert shared.returncode == 0 and per_process.returncode == 0, shared.stderr
-    assert shared.stdout.strip() == repr("django.contrib.sessions.backends.cached_db")
+    assert shared.stdout.strip() == repr("annotation.sessions")  # cached_db, cache failures aside
     # Local memory is per process: a logout would not reach the other web processes.
     assert per_process.stdout.strip() == repr("django.contrib.sessions.backends.db")
+
+
+HTTPS_SETTINGS = (
+    "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, "
+    "s.SECURE_HSTS_SECONDS, s.SECURE_HSTS_INCLUDE_SUBDOMAINS, s.SECURE_HSTS_PRELOAD, "
+    "s.SECURE_PROXY_SSL_HEADER"
+)
+PRODUCTION_BLOCK = "# --- production behind a TLS proxy ---"
+
+
+def documented_production_environment() -> dict[str, str]:
+    """The `# KEY=value` lines of .env.example's block for production behind a TLS proxy."""
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    block = lines[lines.index(PRODUCTION_BLOCK) + 1 :]
+    env: dict[str, str] = {}
+    for line in block:
+        if not line.startswith("# ") or "=" not in line:
+            break
+        key, value = line.removeprefix("# ").split("=", 1)
+        env[key] = value
+    return env
+
+
+def test_plain_http_stays_the_default_with_debug_on_or_off(tmp_path):
+    plain = (False, False, False, 0, False, False, None)
+    for debug in ("1", "0"):
+        env = {"MITL_VAR_DIR": str(tmp_path), "DEBUG": debug, "SECRET_KEY": "k" * 60}
+        result = _settings_probe(env, HTTPS_SETTINGS)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == str(plain)
+
+
+def test_https_only_secures_cookies_redirects_and_sends_hsts(tmp_path):
+    env = {"MITL_VAR_DIR": str(tmp_path), "DEBUG": "0", "SECRET_KEY": "k" * 60}
+    https = _settings_probe({**env, "HTTPS_ONLY": "1"}, HTTPS_SETTINGS)
+    proxied = _settings_probe(
+        {
+            **env,
+            "HTTPS_ONLY": "1",
+            "BEHIND_TLS_PROXY": "1",
+            "SECURE_HSTS_SECONDS": "0",
+            "SECURE_SSL_REDIRECT": "0",
+        },
+        HTTPS_SETTINGS,
+    )
+
+    assert https.stdout.strip() == str((True, True, True, 31536000, False, False, None))
+    assert proxied.stdout.strip() == str(
+        (True, True, False, 0, False, False, ("HTTP_X_FORWARDED_PROTO", "https"))
+    )
+
+
+def test_the_documented_production_environment_passes_the_deploy_check(tmp_path):
+    documented = documented_production_environment()
+    assert {"HTTPS_ONLY", "BEHIND_TLS_PROXY", "SECURE_HSTS_SECONDS"} <= documented.keys()
+    env = {
+        "PATH": os.environ["PATH"],
+        "MITL_VAR_DIR": str(tmp_path),
+        "DEBUG": "0",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        **documented,
+    }
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_docker_compose_passes_the_https_settings_through():
+    compose = (ROOT / "docker-compose.yml").read_text()
+    for key in documented_production_environment():
+        assert f"{key}: ${{{key}:-" in compose, key

@@ -186,6 +186,12 @@ class Assignment(models.Model):
         "same AssignmentId, WorkerId and HITId, or a results CSV had it). Until then it may be "
         "made up, and it is never approved.",
     )
+    page_seed = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Seed of the order in which this worker saw the HIT's pairs "
+        "(mitl.hits.page_order), so review shows what the worker saw; empty: the HIT's order.",
+    )
 
     class Meta:
         constraints = [

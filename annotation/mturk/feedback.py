@@ -1,5 +1,6 @@
-"""What a worker reads when MTurk work is rejected: the failed check pairs and the answers
-given, a reviewer's own words first, within MTurk's length limit.
+"""What a worker reads when MTurk work is rejected: how many check pairs failed (never
+which: others will see the HIT again), a reviewer's own words first, within MTurk's length
+limit.
 
 Pure: no Django, no boto3.
 """
@@ -8,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mitl.judgements import LEVEL_LABELS
-from mitl.quality import AUTOMATIC_REJECTION_PREFIX, GoldenMiss
+from mitl.quality import AUTOMATIC_REJECTION_PREFIX, GoldenMiss, golden_misses_summary
 
 FEEDBACK_MAX = 1024  # RequesterFeedback and a bonus Reason: MTurk's limit
 
@@ -22,23 +22,17 @@ MISSING_FEEDBACK = (
 
 
 def rejection_feedback(*, reviewer_text: str, misses: Sequence[GoldenMiss]) -> str:
-    """Return the RequesterFeedback of a rejection: which check pairs failed, and why.
+    """Return the RequesterFeedback of a rejection: how many check pairs failed.
 
-    MTurk shows this text to the worker, so it names the pairs in page order with the
-    answer the worker gave; a reviewer's own words come first.
+    MTurk shows this text to the worker; a reviewer's own words come first. The failed
+    pairs are counted, not named: the HIT is re-posted to other workers.
     """
     parts = []
     own = reviewer_text.strip()
     if own and not own.startswith(AUTOMATIC_REJECTION_PREFIX):
         parts.append(own)
     if misses:
-        details = "; ".join(
-            f"pair {miss.position} "
-            f"{'matches its description' if miss.is_match else 'does not match its description'}"
-            f", but you answered “{LEVEL_LABELS[miss.answered]}”"
-            for miss in misses
-        )
-        parts.append(f"Check pairs with a known answer were answered wrongly: {details}.")
+        parts.append(golden_misses_summary(misses))
     if not parts:
         parts.append(own or "The work did not meet the task's quality checks.")
     return truncate(" ".join(parts), FEEDBACK_MAX)

@@ -52,6 +52,7 @@ from annotation.review import assignment_review
 from annotation.selectors import hit_page_content
 
 from .access import staff_required
+from .item_images import item_image_response
 
 PRODUCTION_CONFIRMATION = "PRODUCTION"
 
@@ -67,8 +68,9 @@ def _framed(response: HttpResponse) -> HttpResponse:
     return response
 
 
-def _page_context(hit: HIT) -> dict[str, Any]:
-    return {"hit": hit, **hit_page_content(hit=hit, image_url=image_path)}
+def _page_context(hit: HIT, page_seed: int | None = None) -> dict[str, Any]:
+    content = hit_page_content(hit=hit, image_url=image_path, page_seed=page_seed)
+    return {"hit": hit, **content}
 
 
 def _notice(request: HttpRequest, hit: HIT | None, text: str, status: int, **extra: Any):
@@ -97,9 +99,9 @@ def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse
         return _notice(request, hit, "This HIT is not on MTurk (any more).", 404)
     if hit.batch.state != BatchState.ANNOTATING:
         return _notice(request, hit, "This HIT is closed: please return it on MTurk.", 410)
-    context = _page_context(hit)
     if assignment_id in ("", PREVIEW_ASSIGNMENT_ID):
-        return _framed(render(request, "frontend/mturk_hit.html", {**context, "preview": True}))
+        context = {**_page_context(hit), "preview": True}
+        return _framed(render(request, "frontend/mturk_hit.html", context))
     try:
         submit_to = submit_url(params.get("turkSubmitTo", ""), allowed=_submit_hosts())
     except MTurkInputError as exc:
@@ -132,7 +134,7 @@ def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse
             request, hit, "The time limit of this HIT has passed: please return it.", 410
         )
     query = urlencode({"assignmentId": assignment_id, "workerId": worker_id, "hitId": hit_param})
-    context |= {
+    context = _page_context(hit, page_seed=assignment.page_seed) | {
         "assignment": assignment,
         "submit_url": f"{reverse('frontend:mturk-submit')}?{query}",
         "mturk_submit_to": submit_to,
@@ -184,11 +186,7 @@ def mturk_image(request: HttpRequest, item_id: int, signature: str) -> FileRespo
     if not signature_valid(kind="image", pk=item_id, signature=signature):
         raise Http404("no such image")
     item = get_object_or_404(HITItem.objects.select_related("image"), pk=item_id)
-    if not item.image.file:
-        raise Http404("this dataset has no image files")
-    response = FileResponse(item.image.file.open("rb"))
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
+    return item_image_response(item)
 
 
 # --- the admin's page -------------------------------------------------------------------

@@ -1,28 +1,36 @@
-"""Overview pages: the home page and one batch."""
+"""Overview pages: the home page (logged in) and one batch (staff)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from annotation.models import Batch, Dataset, Release
 from annotation.selectors import batch_progress, diversity_rows
 
+from .access import staff_required
 
+
+@login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """Show datasets, batches with their stage progress, and releases."""
-    batches = [
-        {"batch": batch, "progress": batch_progress(batch=batch)}
-        for batch in Batch.objects.select_related("dataset").order_by("-created_at")[:50]
-    ]
-    context = {
-        "datasets": Dataset.objects.order_by("name"),
-        "batches": batches,
-        "releases": Release.objects.order_by("-created_at")[:50],
-    }
+    """Show staff datasets, batches with their stage progress, and releases; others releases.
+
+    As in the API, every account reads releases, only staff see datasets and batches.
+    """
+    context: dict[str, Any] = {"releases": Release.objects.order_by("-created_at")[:50]}
+    if request.user.is_staff:
+        context["datasets"] = Dataset.objects.order_by("name")
+        context["batches"] = [
+            {"batch": batch, "progress": batch_progress(batch=batch)}
+            for batch in Batch.objects.select_related("dataset").order_by("-created_at")[:50]
+        ]
     return render(request, "frontend/home.html", context)
 
 
+@staff_required
 def batch_page(request: HttpRequest, batch_id: int) -> HttpResponse:
     """Show one batch: stage progress and how diverse its annotators are."""
     batch = get_object_or_404(Batch.objects.select_related("dataset"), pk=batch_id)

@@ -15,6 +15,8 @@ from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, AssignmentStatus, HITItem
 from annotation.selectors import hit_page_content, item_image_url
 
+from .item_images import item_image_response
+
 
 @login_required
 def work_home(request: HttpRequest) -> HttpResponse:
@@ -60,7 +62,11 @@ def hit_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
     if assignment.status != AssignmentStatus.ACCEPTED:
         messages.info(request, f"HIT {assignment.hit_id} is {assignment.status}.")
         return redirect("frontend:work")
-    page = hit_page_content(hit=assignment.hit, image_url=partial(item_image_url, assignment.pk))
+    page = hit_page_content(
+        hit=assignment.hit,
+        image_url=partial(item_image_url, assignment.pk),
+        page_seed=assignment.page_seed,
+    )
     context = {**page, "assignment": assignment, "hit_label": str(assignment.hit_id)}
     return render(request, "frontend/hit.html", context)
 
@@ -74,8 +80,4 @@ def item_image(request: HttpRequest, assignment_id: int, item_id: int) -> FileRe
     item = get_object_or_404(
         HITItem.objects.select_related("image"), pk=item_id, hit_id=assignment.hit_id
     )
-    if not item.image.file:
-        raise Http404("this dataset has no image files")
-    response = FileResponse(item.image.file.open("rb"))
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
+    return item_image_response(item)

@@ -140,5 +140,12 @@ def take(worker: Worker, now: datetime = T0) -> Assignment | None:
     return hit_assign_next(worker=worker, now=now)
 
 
+def shown_in_seed_order(assignment: Assignment, seed: int | None) -> Assignment:
+    """Fix the order the assignment shows its pairs in (None: the HIT's own order)."""
+    Assignment.objects.filter(pk=assignment.pk).update(page_seed=seed)
+    assignment.page_seed = seed
+    return assignment
+
+
 def status_of(assignment: Assignment) -> str:
     return Assignment.objects.get(pk=assignment.pk).status

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from annotation.handout import assignment_create
-from annotation.models import Image, ItemRole, Verdict
+from annotation.models import Assignment, Image, ItemRole, Verdict
 from annotation.review import assignment_review
 from annotation.selectors import (
     assignment_page,
@@ -23,11 +23,13 @@ from annotation.selectors import (
 from .crowd_factories import (
     FAILS_TP,
     MINUTE,
+    N_PAIRS,
     RIGHT,
     T0,
     answers,
     batch_make,
     hit_make,
+    shown_in_seed_order,
     submit,
     take,
     verdict_fields,
@@ -121,7 +123,7 @@ def test_the_review_queue_lists_submitted_work_flagged_first_then_oldest_first(t
 
 def test_review_rows_show_each_answer_beside_the_golden_truth_in_page_order(tiny):
     hit = hit_make(batch_make(tiny), 0)
-    assignment = take(worker_make("w0"))
+    assignment = shown_in_seed_order(take(worker_make("w0")), None)
     submit(assignment, answers(hit, {"golden_tn": "yes", "task": "no", "golden_tp": "weak_yes"}))
 
     rows = assignment_review_rows(assignment=assignment)
@@ -141,7 +143,7 @@ def test_the_hit_page_lists_pairs_in_page_order_and_nothing_that_tells_goldens_a
     roles = (ItemRole.TASK, ItemRole.GOLDEN_TP, ItemRole.TASK, ItemRole.GOLDEN_TN)
     hit = hit_make(batch_make(tiny, followups=False), 0, roles=roles)
     Image.objects.filter(pk=hit.items.get(position=1).image_id).update(file="images/1.png")
-    assignment = take(worker_make("w0"))
+    assignment = shown_in_seed_order(take(worker_make("w0")), None)
 
     page = assignment_page(assignment=assignment)
 
@@ -156,3 +158,30 @@ def test_the_hit_page_lists_pairs_in_page_order_and_nothing_that_tells_goldens_a
     urls = [entry["image_url"] for entry in page["items"]]
     assert urls[1] == reverse("frontend:item-image", args=[assignment.pk, items[1].pk])
     assert urls[0] is None  # an image without a file
+
+
+def test_each_worker_sees_the_pairs_in_an_order_of_its_own_and_review_shows_that_order(tiny):
+    roles = (ItemRole.GOLDEN_TN,) + (ItemRole.TASK,) * (N_PAIRS - 2) + (ItemRole.GOLDEN_TP,)
+    hit = hit_make(batch_make(tiny), 0, roles=roles)
+    first, second = take(worker_make("w0")), take(worker_make("w1"))
+    assert first.hit == second.hit == hit
+    assert first.page_seed is not None and second.page_seed is not None  # drawn at hand-out
+
+    shown = {
+        seed: [entry["id"] for entry in assignment_page(assignment=a)["items"]]
+        for seed, a in ((1, shown_in_seed_order(first, 1)), (2, shown_in_seed_order(second, 2)))
+    }
+
+    in_hit_order = list(hit.items.order_by("position").values_list("pk", flat=True))
+    assert sorted(shown[1]) == sorted(shown[2]) == sorted(in_hit_order)
+    # Workers comparing notes cannot point at "pair N": each saw the goldens elsewhere.
+    assert shown[1] != shown[2]
+    assert shown[1] != in_hit_order
+    page = assignment_page(assignment=Assignment.objects.get(pk=first.pk))  # a later visit
+    assert [entry["id"] for entry in page["items"]] == shown[1]
+    assert [entry["position"] for entry in page["items"]] == list(range(N_PAIRS))
+
+    submit(first, answers(hit))
+    rows = assignment_review_rows(assignment=first)
+    assert [row["item_id"] for row in rows] == shown[1]  # review shows what the worker saw
+    assert [row["position"] for row in rows] == list(range(1, N_PAIRS + 1))

@@ -18,7 +18,7 @@ from PIL import Image as PILImage
 from annotation.errors import ServiceError
 from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
 from annotation.parse_common import ImportFileError
-from annotation.parsers import parse_captions_tsv
+from annotation.parsers import parse_captions, parse_captions_tsv, parse_labels_json
 from annotation.positive_parsers import parse_cxc_sits, parse_eccv_positives
 from annotation.services import dataset_import_tsv, positives_import_eccv
 
@@ -577,3 +577,139 @@ def test_json_nested_too_deeply_is_a_file_error_not_a_crash(tmp_path):
     path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ImportFileError, match="nested too deeply"):
         parse_eccv_positives(path, path)
+
+
+# --- ids must fit the database's signed 64-bit integer -------------------------------------
+
+ID_MAX = 2**63 - 1  # PostgreSQL's bigint, the type of Image.ext_id and Caption.ext_id
+HUGE = 99999999999999999999999
+OUT_OF_RANGE = f"is out of range (0 to {ID_MAX})"
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def coco_json(image_id: object = 1, caption_id: object = 11) -> str:
+    return (
+        "{\n"
+        f' "images": [\n  {{"id": {image_id}, "file_name": "a.png"}}\n ],\n'
+        f' "annotations": [\n  {{"id": {caption_id}, "image_id": {image_id}, "caption": "A."}}\n'
+        " ]\n}\n"
+    )
+
+
+def karpathy_json(image_id: int = 1, sentid: int = 11) -> str:
+    return (
+        '{"images": [\n {"filepath": "val2014", "filename": "a.png", "split": "test",\n'
+        f'  "cocoid": {image_id},\n'
+        f'  "sentences": [{{"raw": "A.", "sentid": {sentid}}}]}}\n]}}\n'
+    )
+
+
+# (file name, its text, the parser, the start of the error: file:line: field)
+OUT_OF_RANGE_IDS = {
+    "tsv caption id": (
+        "captions.tsv",
+        f"{HEADER}\n11\t1\ta.png\tA.\n{HUGE}\t1\ta.png\tB.\n",
+        parse_captions_tsv,
+        f"captions.tsv:3: field caption_id: id {HUGE}",
+    ),
+    "tsv image id one past the largest": (
+        "captions.tsv",
+        f"{HEADER}\n11\t{ID_MAX + 1}\ta.png\tA.\n",
+        parse_captions_tsv,
+        f"captions.tsv:2: field image_id: id {ID_MAX + 1}",
+    ),
+    "coco image id": (
+        "captions.json",
+        coco_json(image_id=HUGE),
+        lambda path: parse_captions(path, format="coco"),
+        f"captions.json:3: field images[0].id: id {HUGE}",
+    ),
+    "coco caption id": (
+        "captions.json",
+        coco_json(caption_id=HUGE),
+        lambda path: parse_captions(path, format="coco"),
+        f"captions.json:6: field annotations[0].id: id {HUGE}",
+    ),
+    "coco caption id as a string": (
+        "captions.json",
+        coco_json().replace('"id": 11', f'"id": "{HUGE}"'),
+        lambda path: parse_captions(path, format="coco"),
+        f"captions.json:6: field annotations[0].id: id {HUGE}",
+    ),
+    "karpathy cocoid": (
+        "dataset_coco.json",
+        karpathy_json(image_id=HUGE),
+        lambda path: parse_captions(path, format="karpathy"),
+        f"dataset_coco.json:3: field images[0].cocoid: id {HUGE}",
+    ),
+    "karpathy sentid": (
+        "dataset_coco.json",
+        karpathy_json(sentid=HUGE),
+        lambda path: parse_captions(path, format="karpathy"),
+        f"dataset_coco.json:4: field images[0].sentences[0].sentid: id {HUGE}",
+    ),
+    "labels image id": (
+        "labels.json",
+        f'{{\n "1": ["square"],\n "{HUGE}": ["circle"]\n}}\n',
+        parse_labels_json,
+        f"labels.json:3: field key '{HUGE}': id {HUGE}",
+    ),
+    "eccv key": (
+        "image_to_caption.json",
+        f'{{\n "1": [11],\n "{HUGE}": [11]\n}}\n',
+        lambda path: parse_eccv_positives(path, path),
+        f"image_to_caption.json:3: field key '{HUGE}': id {HUGE}",
+    ),
+    "eccv value": (
+        "image_to_caption.json",
+        f'{{\n "1": [\n  11,\n  {HUGE}\n ]\n}}\n',
+        lambda path: parse_eccv_positives(path, path),
+        f"image_to_caption.json:4: field value of '1': id {HUGE}",
+    ),
+    "cxc caption sentid": (
+        "sits.csv",
+        f"{SITS_HEADER}\nCOCO_val2014:sentid:{HUGE},COCO_val2014_000000000001.jpg,4,c2i\n",
+        parse_cxc_sits,
+        f"sits.csv:2: field caption (sentid): id {HUGE}",
+    ),
+    "cxc image number": (
+        "sits.csv",
+        f"{SITS_HEADER}\nCOCO_val2014:sentid:11,COCO_val2014_{HUGE}.jpg,4,c2i\n",
+        parse_cxc_sits,
+        f"sits.csv:2: field image: id {HUGE}",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(OUT_OF_RANGE_IDS))
+def test_an_id_beyond_a_signed_64_bit_integer_is_refused_naming_file_line_and_field(tmp_path, case):
+    name, text, parse, start = OUT_OF_RANGE_IDS[case]
+    path = write_text(tmp_path / name, text)
+
+    with pytest.raises(ImportFileError) as info:
+        parse(path)
+
+    assert str(info.value) == f"{tmp_path}/{start} {OUT_OF_RANGE}"
+
+
+def test_the_largest_signed_64_bit_ids_are_imported(tmp_path):
+    tsv = write_tsv(tmp_path / "c.tsv", [f"{ID_MAX}\t{ID_MAX}\ta.png\tThe largest ids."])
+    write_text(tmp_path / "labels.json", f'{{"{ID_MAX}": ["square"]}}')
+
+    dataset = dataset_import_tsv(
+        name="big", captions_path=tsv, labels_path=tmp_path / "labels.json"
+    )
+
+    caption = Caption.objects.get(dataset=dataset)
+    assert (caption.ext_id, caption.image.ext_id) == (ID_MAX, ID_MAX)
+    assert caption.image.labels == ["square"]
+
+
+def test_a_json_integer_too_long_to_convert_is_a_file_error_not_a_crash(tmp_path):
+    path = write_text(tmp_path / "captions.json", coco_json(caption_id="9" * 5000))
+    with pytest.raises(ImportFileError, match=r"captions.json:6: invalid JSON \(integer"):
+        parse_captions(path, format="coco")

@@ -4,6 +4,7 @@ that are not images are refused with a message that names the entry. (S3: test_s
 from __future__ import annotations
 
 import io
+import random
 import stat
 import struct
 import zipfile
@@ -172,6 +173,58 @@ def test_zip_bomb_is_refused_by_its_compression_ratio(tmp_path):
     message = str(info.value)
     assert message.startswith(f"{path}: entry 'zeros.png' is refused as a decompression bomb")
     assert "unpack to 8388608" in message
+
+
+def test_zip_bomb_of_many_small_entries_is_refused_by_the_whole_archive_ratio(tmp_path):
+    # Each entry is under 1 MiB, where an entry's own ratio is not checked; together they
+    # unpack to 1,000 times the archive's size.
+    entries = {f"zeros{i}.bmp": b"\x00" * ((1 << 20) - 1) for i in range(24)}
+    path = write_zip(tmp_path / "bomb.zip", {**GOOD, **entries})
+    size, total = path.stat().st_size, sum(map(len, {**GOOD, **entries}.values()))
+    assert size < 100_000 and total > 24 << 20
+
+    with pytest.raises(ImageSourceError) as info:
+        ZipImageSource(path)
+
+    message = str(info.value)
+    assert message.startswith(
+        f"{path}: refused as a zip bomb: its {size} bytes unpack to {total} in all (ratio "
+    )
+    assert message.endswith(", at most 100 allowed)")
+
+
+def test_zip_of_images_that_barely_compress_is_accepted(tmp_path):
+    noise = Image.frombytes("RGB", (400, 400), random.Random(7).randbytes(400 * 400 * 3))
+    entries = {}
+    for index, fmt in enumerate(["PNG", "JPEG", "PNG", "BMP"]):
+        out = io.BytesIO()
+        noise.rotate(90 * index).save(out, format=fmt)
+        entries[f"img{index}.{fmt.lower()}"] = out.getvalue()
+    path = write_zip(tmp_path / "images.zip", entries)
+    assert sum(map(len, entries.values())) > 1 << 20  # over the floor of the ratio check
+
+    with ZipImageSource(path) as source:
+        assert dict(source.items(source.names())) == entries
+
+
+def test_zip_that_unpacks_to_under_a_mib_may_have_any_ratio(tmp_path):
+    path = write_zip(tmp_path / "small.zip", {**GOOD, "zeros.bmp": b"\x00" * (512 << 10)})
+    with ZipImageSource(path) as source:
+        assert source.contains("zeros.bmp")
+
+
+def test_bytes_read_from_a_zip_are_capped_whatever_its_directory_said(tmp_path):
+    path = write_zip(tmp_path / "images.zip", GOOD, stored=True)
+    with ZipImageSource(path) as source:
+        # As if the directory had claimed fewer bytes than the entries hold.
+        source.limits = ImageLimits(max_total_bytes=len(GOOD["a.png"]) + 1)
+        assert source.read("a.png") == source.read("a.png")  # a file read twice counts once
+        with pytest.raises(ImageSourceError) as info:
+            source.read("sub/b.png")
+    assert str(info.value) == (
+        f"{path}: entry 'sub/b.png': the zip unpacked to more than the "
+        f"{len(GOOD['a.png']) + 1} bytes allowed in all; the zip is refused"
+    )
 
 
 def test_zip_entry_over_the_per_file_limit_is_refused(tmp_path):

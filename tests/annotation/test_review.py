@@ -30,7 +30,7 @@ from .crowd_factories import (
 
 pytestmark = pytest.mark.django_db
 
-REJECTED_TP = "Rejected automatically: pair 3 is a known match but was answered no"
+REJECTED_TP = "Rejected automatically: 1 pair with a known answer was answered wrongly."
 POLICIES = ("approve_or_flag", "approve_or_reject", "review_all")
 
 
@@ -65,14 +65,16 @@ def test_the_golden_policy_decides_the_outcome_of_a_submission(
     assert len(result.golden_failures) == (0 if golden_passed else 1)
 
 
-def test_an_automatic_rejection_names_the_failed_pair_and_reopens_the_slot(tiny):
+def test_an_automatic_rejection_counts_the_failed_pairs_and_reopens_the_slot(tiny):
     hit = hit_make(batch_make(tiny), 0, max_assignments=1)
     assignment = take(worker_make("w0"))
 
     submit(assignment, answers(hit, FAILS_TP), policy="approve_or_reject")
 
     stored = Assignment.objects.get(pk=assignment.pk)
-    assert stored.feedback == "Rejected automatically: pair 3 is a known match but was answered no"
+    # The HIT goes to the next worker: the feedback must not say where its goldens are.
+    assert stored.feedback == REJECTED_TP
+    assert "pair 3" not in stored.feedback
     assert take(worker_make("w1"), now=T0 + 2 * MINUTE).hit == hit
 
 
@@ -144,6 +146,23 @@ def test_a_review_records_who_reviewed(tiny, approve):
     stored = Assignment.objects.get(pk=assignment.pk)
     assert stored.reviewed_by == reviewer
     assert stored.status == ("approved" if approve else "rejected")
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_nobody_reviews_their_own_work(tiny, approve):
+    hit = hit_make(batch_make(tiny), 0)
+    staff = get_user_model().objects.create_user("boss", is_staff=True)
+    assignment = take(Worker.objects.create(user=staff, source="platform", external_id="boss"))
+    submit(assignment, answers(hit, FAILS_TP))
+
+    with pytest.raises(ServiceError, match="your own work"):
+        assignment_review(assignment=assignment, approve=approve, feedback="fine", reviewer=staff)
+
+    stored = Assignment.objects.get(pk=assignment.pk)
+    assert (stored.status, stored.flagged, stored.reviewed_by) == ("submitted", True, None)
+    other = get_user_model().objects.create_user("other", is_staff=True)
+    assignment_review(assignment=assignment, approve=approve, feedback="fine", reviewer=other)
+    assert Assignment.objects.get(pk=assignment.pk).reviewed_by == other
 
 
 def test_a_rejection_hands_the_hit_to_the_next_worker_who_asks(tiny):

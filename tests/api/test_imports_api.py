@@ -195,6 +195,25 @@ BAD_DATASETS = {
         "captions",
         ["captions.tsv:6: image_id must be an integer id, got 'four'"],
     ),
+    "tsv caption id beyond a signed 64-bit integer": (
+        {"captions": tsv([*ROWS, "99999999999999999999999\t4\td.png\tA square."])},
+        "captions",
+        [
+            "captions.tsv:6: field caption_id: id 99999999999999999999999 is out of range "
+            "(0 to 9223372036854775807)"
+        ],
+    ),
+    "coco image id beyond a signed 64-bit integer": (
+        {
+            "format": "coco",
+            "captions": json_upload(
+                "captions.json",
+                changed(COCO, lambda d: d["images"][1].update(id=2**63)),
+            ),
+        },
+        "captions",
+        [f"captions.json:8: field images[1].id: id {2**63} is out of range"],
+    ),
     "tsv image with two file names": (
         {"captions": tsv([*ROWS, "13\t1\tz.png\tA square."])},
         "captions",
@@ -285,6 +304,14 @@ BAD_DATASETS = {
         "images",
         ["images.zip: entry 'c.png' is a symbolic link"],
     ),
+    "zip bomb of many small entries": (
+        {
+            "captions": tsv(),
+            "images": images(**{f"zeros{i}.bmp": b"\0" * ((1 << 20) - 1) for i in range(16)}),
+        },
+        "images",
+        ["images.zip: refused as a zip bomb", "unpack to", "ratio"],
+    ),
     "zip bomb": (
         {"captions": tsv(), "images": images(**{"zeros.png": b"\0" * (16 << 20)})},
         "images",
@@ -318,6 +345,16 @@ BAD_DATASETS = {
     ),
     # the form itself
     "no captions file": ({}, "captions", ["captions: "]),
+    "unknown form field": (
+        {"captions": tsv(), "colour": "red"},
+        "colour",
+        ["colour: unknown field (known: name, format, split, captions, images, images_s3,"],
+    ),
+    "unknown file upload": (
+        {"captions": tsv(), "images2": images()},
+        "images2",
+        ["images2: unknown field"],
+    ),
     "name that is not a slug": ({"name": "my data!", "captions": tsv()}, "name", ["name: "]),
     "unknown format": ({"format": "csv", "captions": tsv()}, "format", ['"csv" is not a valid']),
     "split with a tsv": ({"split": "test", "captions": tsv()}, "split", ["karpathy format only"]),
@@ -379,7 +416,31 @@ BAD_POSITIVES = {
             "t2i": json_upload("caption_to_image.json", {}),
         },
         "i2t",
-        ["image_to_caption.json: value 'eleven' of '1' must be an integer id"],
+        ["image_to_caption.json:3: value of '1' must be an integer id, got 'eleven'"],
+    ),
+    "eccv id beyond a signed 64-bit integer": (
+        {
+            "i2t": json_upload("image_to_caption.json", {"1": [11, 99999999999999999999999]}),
+            "t2i": json_upload("caption_to_image.json", {}),
+        },
+        "i2t",
+        [
+            "image_to_caption.json:4: field value of '1': id 99999999999999999999999 is out of "
+            "range (0 to 9223372036854775807)"
+        ],
+    ),
+    "cxc caption id beyond a signed 64-bit integer": (
+        {
+            "cxc": upload(
+                "sits_test.csv",
+                f"{SITS_HEADER}\n"
+                "COCO_val2014:sentid:11,COCO_val2014_000000000001.jpg,4.0,c2i_intrasim\n"
+                "COCO_val2014:sentid:99999999999999999999999,COCO_val2014_000000000001.jpg,"
+                "4.0,c2i_intrasim\n",
+            )
+        },
+        "cxc",
+        ["sits_test.csv:3: field caption (sentid): id 99999999999999999999999 is out of range"],
     ),
     "eccv caption unknown to the dataset": (
         {
@@ -456,6 +517,15 @@ BAD_POSITIVES = {
         },
         "label",
         ["dataset 'tiny' already has a positive set named 'original'"],
+    ),
+    "unknown form field": (
+        {
+            "ignore_unknow": "true",
+            "i2t": json_upload("image_to_caption.json", {"1": [11]}),
+            "t2i": json_upload("caption_to_image.json", {}),
+        },
+        "ignore_unknow",
+        ["ignore_unknow: unknown field (known: dataset, label, i2t, t2i, cxc,"],
     ),
     "unknown dataset": (
         {

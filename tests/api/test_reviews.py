@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, Batch
 from annotation.mturk.hit_page import mturk_assignment_open, mturk_assignment_submit
-from annotation.submissions import AnswerInput
+from annotation.submissions import AnswerInput, assignment_submit
+
+from .conftest import answers_for
 
 pytestmark = pytest.mark.django_db
 
@@ -60,6 +63,24 @@ def test_work_that_is_not_waiting_cannot_be_reviewed_again(staff, flagged_assign
     again = staff.post(f"/api/reviews/{flagged_assignment.pk}/approve/")
     assert again.status_code == 400
     assert again.json()["detail"] == "only submitted work can be reviewed (this one is approved)"
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_staff_cannot_review_their_own_work(staff, staff_user, annotating_batch, decision):
+    own = hit_assign_next(worker=worker_for_user(user=staff_user))
+    body = answers_for(own, golden_right=False)["answers"]
+    answers = [AnswerInput(item_id=a["item"], level=a["level"], elapsed_ms=900) for a in body]
+    assignment_submit(assignment=own, answers=answers, followups_required=True)
+
+    response = staff.post(
+        f"/api/reviews/{own.pk}/{decision}/", {"feedback": "looks right"}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "detail": "you cannot review your own work: another staff member must decide it"
+    }
+    assert Assignment.objects.get(pk=own.pk).status == "submitted"
 
 
 def mturk_submission(batch: Batch, worker_id: str, assignment_id: str) -> Assignment:

@@ -5,11 +5,19 @@ from __future__ import annotations
 import pytest
 
 from annotation.handout import hit_assign_next, worker_for_user
-from annotation.models import HITItem
+from annotation.models import Assignment, HITItem
+from mitl.hits import page_order
 
 from .conftest import answers_for
 
 pytestmark = pytest.mark.django_db
+
+
+def shown_order(page: dict) -> list[int]:
+    """The HIT's item ids in the order its assignment shows them (its stored seed)."""
+    items = list(HITItem.objects.filter(hit_id=page["hit"]).order_by("position"))
+    seed = Assignment.objects.get(pk=page["id"]).page_seed
+    return [items[index].pk for index in page_order(len(items), seed)]
 
 
 def test_next_gives_a_page_of_pairs_without_their_roles(ann, annotating_batch):
@@ -17,8 +25,7 @@ def test_next_gives_a_page_of_pairs_without_their_roles(ann, annotating_batch):
 
     assert response.status_code == 200
     page = response.json()
-    items = HITItem.objects.filter(hit_id=page["hit"]).order_by("position")
-    assert [item["id"] for item in page["items"]] == [item.pk for item in items]
+    assert [item["id"] for item in page["items"]] == shown_order(page)
     assert all(set(item) == {"id", "position", "image_url", "caption"} for item in page["items"])
     assert page["status"] == "accepted" and page["submit_url"].endswith("/submit/")
     assert ann.post("/api/assignments/next/").json()["id"] == page["id"]  # resumed, not new
@@ -70,9 +77,8 @@ def test_take_next_stores_the_work_and_hands_out_the_next_hit(ann, own_assignmen
     assert response.status_code == 201
     following = response.json()["next_assignment"]
     assert following["id"] != own_assignment.pk and following["hit"] != own_assignment.hit_id
-    items = HITItem.objects.filter(hit_id=following["hit"]).order_by("position")
     assert following["status"] == "accepted"
-    assert [item["id"] for item in following["items"]] == [item.pk for item in items]
+    assert [item["id"] for item in following["items"]] == shown_order(following)
     # The same open assignment as "next" would give: one request did both.
     assert ann.post("/api/assignments/next/").json()["id"] == following["id"]
     assert own_assignment.judgements.count() == own_assignment.hit.items.count()

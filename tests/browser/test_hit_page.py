@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.models import Assignment, HITItem, Judgement
+from mitl.hits import page_order
 from mitl.judgements import mask_to_shortcomings, mask_to_wrong_concepts
 
 from .conftest import NARROW
@@ -64,10 +65,17 @@ def open_next_hit_with_keyboard(page) -> Assignment:
     return Assignment.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))
 
 
+def items_as_shown(assignment: Assignment) -> list[HITItem]:
+    """The HIT's items in the order this assignment's page shows them."""
+    items = list(HITItem.objects.filter(hit=assignment.hit).order_by("position"))
+    return [items[index] for index in page_order(len(items), assignment.page_seed)]
+
+
 def plan_for(assignment: Assignment, wrong_golden: bool = False) -> list[str]:
-    """Right answers for the goldens (or a wrong one for the TN), a mix for the tasks."""
+    """Right answers for the goldens (or a wrong one for the TN), a mix for the tasks, in the
+    order the page shows the pairs."""
     plan = []
-    for index, item in enumerate(HITItem.objects.filter(hit=assignment.hit).order_by("position")):
+    for index, item in enumerate(items_as_shown(assignment)):
         if item.role == "golden_tp":
             plan.append("yes")
         elif item.role == "golden_tn":
@@ -111,7 +119,8 @@ def test_an_annotator_completes_whole_hits_with_the_keyboard_only(
             page.screenshot(path=screenshots_dir / "hit_page_submitted.png")
         assignment.refresh_from_db()
         assert assignment.status == "approved"
-        stored = list(Judgement.objects.filter(assignment=assignment).order_by("item__position"))
+        by_item = {j.item_id: j for j in Judgement.objects.filter(assignment=assignment)}
+        stored = [by_item[item.pk] for item in items_as_shown(assignment)]
         assert [j.level for j in stored] == plan
         assert all(j.elapsed_ms > 0 for j in stored)
         for judgement in stored:

@@ -377,7 +377,9 @@ def test_the_batch_page_polls_the_batch_api_for_staff_only(client, staff, batch)
     assert "frontend/progress.js" in html
     staff.logout()
     client.force_login(get_user_model().objects.create_user("ann"))
-    assert "data-progress-url" not in client.get(f"/batches/{batch.pk}/").content.decode()
+    response = client.get(f"/batches/{batch.pk}/")  # the page is staff only (test_access.py)
+    assert response.status_code == 403
+    assert "data-progress-url" not in response.content.decode()
 
 
 def test_the_batch_api_gives_progress_js_what_it_reads(staff, annotating_batch):

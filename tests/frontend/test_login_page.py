@@ -66,3 +66,36 @@ def test_the_admin_logs_in_through_the_same_page(client):
     assert response.status_code == 302
     assert response.url == f"{LOGIN_URL}?next=/admin/"
     assert client.get("/admin/").url.startswith("/admin/login/")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/accounts/password_reset/",
+        "/accounts/password_reset/done/",
+        "/accounts/reset/MQ/set-password/",
+        "/accounts/reset/done/",
+    ],
+)
+def test_there_is_no_password_reset_by_email(client, annotator, url):
+    # No mail server is configured: a reset form would send nothing (and log a traceback),
+    # and it would take unlimited requests. Staff set passwords (README: accounts).
+    assert client.get(url).status_code == 404
+    assert client.post(url, {"email": "ann@example.org"}).status_code == 404
+
+
+def test_log_out_and_password_change_still_work(client, annotator):
+    client.force_login(annotator)
+    assert client.get("/accounts/password_change/").status_code == 200
+    changed = client.post(
+        "/accounts/password_change/",
+        {
+            "old_password": PASSWORD,
+            "new_password1": "another horse battery",
+            "new_password2": "another horse battery",
+        },
+    )
+    assert changed.status_code == 302 and changed.url == "/accounts/password_change/done/"
+
+    assert client.post("/accounts/logout/").status_code == 302
+    assert "_auth_user_id" not in client.session

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 from urllib.parse import urlencode
 
 import boto3
@@ -254,6 +255,16 @@ def test_signed_images_are_served_and_unsigned_ones_are_not(client, published):
     assert response.status_code == 200
     assert b"".join(response.streaming_content).startswith(b"\x89PNG")
     assert client.get(f"/mturk/images/{item.pk}/forged/").status_code == 404
+
+
+def test_a_signed_image_does_not_reveal_its_stored_file_name(client, published):
+    hit = first_hit(published)
+    for item in hit.items.select_related("image"):
+        stored = Path(item.image.file.name)
+        response = client.get(image_path(item.pk))
+
+        assert response["Content-Disposition"] == f'inline; filename="item-{item.pk}.png"'
+        assert stored.stem not in image_path(item.pk)
 
 
 # --- the admin's page -------------------------------------------------------------------

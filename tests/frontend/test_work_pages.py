@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
@@ -150,6 +152,20 @@ def test_another_worker_can_neither_open_nor_submit_nor_see_the_images(
     assert own.status_code == 200 and own["Content-Type"] == "image/png"
 
 
+def test_an_item_image_does_not_reveal_its_stored_file_name(client, annotator, annotating_batch):
+    # On COCO the file name names the image a caption was written for: a worker must not see it.
+    assignment = take_hit(logged_in(client, annotator))
+    page = client.get(reverse("frontend:hit", args=[assignment.pk])).content.decode()
+    for item in assignment.hit.items.select_related("image"):
+        stored = Path(item.image.file.name)
+        url = reverse("frontend:item-image", args=[assignment.pk, item.pk])
+        response = client.get(url)
+
+        assert response.status_code == 200
+        assert response["Content-Disposition"] == f'inline; filename="item-{item.pk}.png"'
+        assert stored.stem not in url and stored.stem not in page
+
+
 def test_staff_reviews_a_flagged_submission_and_a_rejection_needs_feedback(
     client, annotator, staff, annotating_batch
 ):
@@ -179,6 +195,25 @@ def test_staff_reviews_a_flagged_submission_and_a_rejection_needs_feedback(
     )
     mine = client.get(reverse("frontend:work")).content.decode()
     assert "pair 3 is clearly not a match" in mine
+
+
+def test_the_review_page_refuses_a_decision_on_ones_own_work(client, staff, annotating_batch):
+    assignment = take_hit(logged_in(client, staff))
+    body = correct_answers(assignment)
+    for answer in body["answers"]:
+        answer["level"] = "yes"  # the golden TN answered YES: flagged, waits for a person
+    client.post(
+        reverse("api:assignment-submit", args=[assignment.pk]),
+        body,
+        content_type="application/json",
+    )
+    detail_url = reverse("frontend:review-detail", args=[assignment.pk])
+
+    response = client.post(detail_url, {"decision": "approve"}, follow=True)
+
+    assert "you cannot review your own work" in response.content.decode()
+    assignment.refresh_from_db()
+    assert (assignment.status, assignment.reviewed_by) == ("submitted", None)
 
 
 def test_the_review_pages_hold_back_mturk_work_until_mturk_confirms_it(

@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from mitl.hits import ItemSpec, NegativeSource, PackingError, PackingPlan, Role, pack_hits
+from mitl.hits import (
+    ItemSpec,
+    NegativeSource,
+    PackingError,
+    PackingPlan,
+    Role,
+    pack_hits,
+    page_order,
+)
 
 # Image and caption ids come from disjoint ranges, so a pair built the wrong way round is caught.
 IMAGE_IDS = np.arange(100, 120, dtype=np.int64)  # 20 images
@@ -383,3 +391,12 @@ def test_goldens_are_not_always_at_the_same_positions():
         assert max(positions.values()) <= full_hits // 4
         assert any(p < 9 for p in positions)
         assert any(p >= 9 for p in positions)
+
+
+def test_page_order_is_a_permutation_fixed_by_its_seed_and_the_hit_order_without_one():
+    assert page_order(18, None) == list(range(18))
+    assert sorted(page_order(18, 7)) == list(range(18))
+    assert page_order(18, 7) == page_order(18, 7)  # stored seed: the same order on every visit
+    orders = {tuple(page_order(18, seed)) for seed in range(20)}
+    assert len(orders) == 20  # 18! orders: distinct seeds practically never repeat one
+    assert page_order(0, 3) == []

@@ -6,7 +6,14 @@ import pytest
 
 from mitl.hits import Role
 from mitl.judgements import Level
-from mitl.quality import GoldenDecision, GoldenMiss, golden_check, golden_decision, golden_misses
+from mitl.quality import (
+    GoldenDecision,
+    GoldenMiss,
+    golden_check,
+    golden_decision,
+    golden_misses,
+    golden_misses_summary,
+)
 
 
 @pytest.mark.parametrize(
@@ -116,3 +123,11 @@ def test_golden_misses_skip_task_pairs_and_say_what_the_pair_is():
     assert [miss.describe() for miss in misses] == list(
         golden_check([("golden_tp", 2, Level.WEAK_NO), ("golden_tn", 7, Level.YES)]).failures
     )
+
+
+def test_the_summary_a_worker_reads_counts_misses_without_naming_them():
+    misses = [GoldenMiss(3, True, Level.NO), GoldenMiss(17, False, Level.WEAK_YES)]
+    assert golden_misses_summary(misses) == "2 pairs with a known answer were answered wrongly."
+    one = golden_misses_summary(misses[:1])
+    assert one == "1 pair with a known answer was answered wrongly."
+    assert "3" not in one

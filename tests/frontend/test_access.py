@@ -1,0 +1,304 @@
+"""Who may open which page: every frontend URL (and the account pages) for every role.
+
+The web pages follow the API's rule (api/permissions.py): anonymous visitors nothing but
+the login page and MTurk's signed pages, annotators their own work and read-only
+summaries (releases), staff everything. An anonymous visitor of a protected page is sent
+to log in, as `login_required` does; a logged-in account that may not see it gets a 403,
+or a 404 where even its existence must not leak (another worker's assignment).
+
+A role that must be refused gets a made-up id, as in tests/api/test_access.py: the
+refusal has to come before any lookup, so a missing check shows up as a 404 or a 200
+instead of the expected redirect or 403.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import get_resolver, reverse
+
+from annotation.handout import hit_assign_next, worker_for_user
+from annotation.models import HIT, Assignment, Batch, Dataset, HITItem, ImportJob, Release
+from annotation.mturk.links import hit_signature, image_signature
+from annotation.submissions import AnswerInput, assignment_submit
+from mitl.release_files import I2T_FILE, T2I_FILE, bundle_path
+
+pytestmark = pytest.mark.django_db
+
+ROLES = ("anonymous", "annotator", "staff")
+Fixtures = pytest.FixtureRequest
+
+
+# --- the accounts and the things the pages show ---------------------------------------------
+
+
+@pytest.fixture
+def annotator_user(db):
+    return get_user_model().objects.create_user("ann", password="correct horse battery")
+
+
+@pytest.fixture
+def staff_user(db):
+    return get_user_model().objects.create_user("boss", is_staff=True)
+
+
+@pytest.fixture
+def client_for(request):
+    """Return a client of a role by name: anonymous, annotator or staff."""
+
+    def make(role: str) -> Client:
+        client = Client()
+        if role != "anonymous":
+            client.force_login(request.getfixturevalue(f"{role}_user"))
+        return client
+
+    return make
+
+
+@pytest.fixture
+def own_assignment(annotating_batch, annotator_user) -> Assignment:
+    """The annotator's accepted assignment on the annotating batch."""
+    assignment = hit_assign_next(worker=worker_for_user(user=annotator_user))
+    assert assignment is not None
+    return assignment
+
+
+@pytest.fixture
+def flagged_assignment(own_assignment) -> Assignment:
+    """The annotator's submission with a golden pair wrong: it waits for review."""
+    level = {"golden_tp": "yes", "golden_tn": "yes", "task": "yes"}
+    answers = [
+        AnswerInput(item_id=item.pk, level=level[item.role], elapsed_ms=900)
+        for item in HITItem.objects.filter(hit=own_assignment.hit).order_by("position")
+    ]
+    result = assignment_submit(assignment=own_assignment, answers=answers, followups_required=True)
+    assert result.assignment.flagged
+    return result.assignment
+
+
+@pytest.fixture
+def published_hit(annotating_batch) -> HIT:
+    """A HIT of the annotating batch as if published on MTurk (no MTurk call needed)."""
+    hit = annotating_batch.hits.order_by("index").first()
+    HIT.objects.filter(pk=hit.pk).update(external_id=f"3HIT{hit.pk:026d}")
+    return hit
+
+
+@pytest.fixture
+def release(tmp_path: Path) -> Release:
+    """A small release with its positives and its zip (no pipeline run needed)."""
+    folder = tmp_path / "release"
+    folder.mkdir()
+    (folder / I2T_FILE).write_text(json.dumps({"1": [11]}))
+    (folder / T2I_FILE).write_text(json.dumps({"11": [1]}))
+    with zipfile.ZipFile(bundle_path(folder), "w") as bundle:
+        bundle.writestr("release/README.md", "tiny")
+    return Release.objects.create(
+        dataset=Dataset.objects.create(name="tiny"),
+        name="tiny",
+        version=1,
+        rule="eccv",
+        path=str(folder),
+        manifest={},
+    )
+
+
+def _pk(name: str) -> Callable[[Fixtures], Any]:
+    return lambda request: request.getfixturevalue(name).pk
+
+
+def _first_item(request: Fixtures) -> int:
+    return request.getfixturevalue("own_assignment").hit.items.order_by("position")[0].pk
+
+
+def _published_item(request: Fixtures) -> int:
+    return request.getfixturevalue("published_hit").items.order_by("position")[0].pk
+
+
+PLACEHOLDERS: dict[str, Callable[[Fixtures], Any]] = {
+    "batch": _pk("batch"),
+    "dataset": _pk("dataset"),
+    "job": lambda request: ImportJob.objects.create(kind="dataset", params={"name": "x"}).pk,
+    "assignment": _pk("own_assignment"),
+    "item": _first_item,
+    "review": _pk("flagged_assignment"),
+    "worker": lambda request: worker_for_user(user=request.getfixturevalue("annotator_user")).pk,
+    "release": _pk("release"),
+    "hit": _pk("published_hit"),
+    "hit_signature": lambda request: hit_signature(request.getfixturevalue("published_hit").pk),
+    "mturk_item": _published_item,
+    "image_signature": lambda request: image_signature(_published_item(request)),
+}
+
+
+# --- the table ------------------------------------------------------------------------------
+
+
+LOGIN = "log in"  # a 302 to the login page that comes back here (`?next=` this path)
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A 302 to exactly this path."""
+
+    to: str
+
+
+Expected = int | str | Redirect
+
+
+@dataclass(frozen=True)
+class Page:
+    name: str  # the URL's name, "frontend:..." or one of the account pages
+    expected: tuple[Expected, Expected, Expected]  # anonymous, annotator, staff
+    args: tuple[str, ...] = ()  # PLACEHOLDERS, in the URL's order
+    method: str = "GET"
+    data: dict[str, str] | None = None
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.name}"
+
+
+STAFF_ONLY = (LOGIN, 403, 200)
+LOGGED_IN = (LOGIN, 200, 200)
+PUBLIC = (200, 200, 200)
+
+PAGES = [
+    # The index: logged-in accounts only. Staff see datasets, batches and releases; an
+    # annotator sees only the releases (test_the_index_shows_an_annotator_only_releases).
+    Page("frontend:home", LOGGED_IN),
+    # A batch's internals: staff only (the API's /api/batches/ rule).
+    Page("frontend:batch", STAFF_ONLY, ("batch",)),
+    Page("frontend:batch-bias", STAFF_ONLY, ("batch",)),
+    Page("frontend:mturk-batch", STAFF_ONLY, ("batch",)),
+    Page("frontend:batch-new", STAFF_ONLY),
+    # MTurk's pages: public by design, the path is signed (or the ids must match).
+    Page("frontend:mturk-hit", PUBLIC, ("hit", "hit_signature")),
+    Page("frontend:mturk-image", PUBLIC, ("mturk_item", "image_signature")),
+    Page("frontend:mturk-submit", (404, 404, 404), method="POST"),  # names no assignment
+    # Crowd work: every account, its own assignments only (staff hold none here: 404).
+    Page("frontend:work", LOGGED_IN),
+    Page("frontend:work-next", (LOGIN, Redirect("/work/"), Redirect("/work/")), method="POST"),
+    Page("frontend:hit", (LOGIN, 200, 404), ("assignment",)),
+    Page("frontend:item-image", LOGGED_IN, ("assignment", "item")),
+    # Review and quality control: staff only.
+    Page("frontend:review", STAFF_ONLY),
+    Page("frontend:review-detail", STAFF_ONLY, ("review",)),
+    Page("frontend:workers", STAFF_ONLY),
+    Page(
+        "frontend:worker-block",
+        (LOGIN, 403, Redirect("/workers/")),
+        ("worker",),
+        method="POST",
+        data={"blocked": "1"},
+    ),
+    Page("frontend:invalid-captions", STAFF_ONLY),
+    # Releases: every account reads them (the API's /api/releases/ rule).
+    Page("frontend:release-download", LOGGED_IN, ("release",)),
+    Page("frontend:leaderboard", LOGGED_IN, ("release",)),
+    # The admin dashboard: staff only.
+    Page("frontend:dashboard", STAFF_ONLY),
+    Page("frontend:releases", STAFF_ONLY),
+    Page("frontend:datasets", STAFF_ONLY),
+    Page("frontend:dataset-upload", STAFF_ONLY),
+    Page("frontend:dataset", STAFF_ONLY, ("dataset",)),
+    Page("frontend:import-job", STAFF_ONLY, ("job",)),
+    Page("frontend:import-job-status", STAFF_ONLY, ("job",)),
+    # Accounts (config/urls.py): logging in is public; Django's own pages keep Django's rules.
+    Page("login", PUBLIC),
+    Page("logout", (Redirect("/accounts/login/"),) * 3, method="POST"),
+    Page("password_change", LOGGED_IN),
+    Page("password_change_done", LOGGED_IN),
+]
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("page", PAGES, ids=str)
+def test_each_role_gets_what_it_may(page: Page, role: str, request, client_for):
+    expected = page.expected[ROLES.index(role)]
+    refused = expected in (LOGIN, 403)
+    client = client_for(role)
+    args = ["999" if refused else PLACEHOLDERS[name](request) for name in page.args]
+    path = reverse(page.name, args=args)
+    response = getattr(client, page.method.lower())(path, page.data or {})
+
+    if expected == LOGIN:
+        assert response.status_code == 302, response
+        assert response["Location"] == f"{reverse('login')}?next={path}"
+    elif isinstance(expected, Redirect):
+        assert response.status_code == 302, response
+        assert response["Location"] == expected.to
+    else:
+        assert response.status_code == expected, response
+
+
+def test_the_table_covers_every_page():
+    """A new page without a row in this table fails here (frontend/urls.py, accounts/)."""
+    root = get_resolver().url_patterns
+    frontend = next(p for p in root if getattr(p, "namespace", None) == "frontend")
+    pages = {f"frontend:{pattern.name}" for pattern in frontend.url_patterns}
+    for pattern in root:
+        if str(pattern.pattern).startswith("accounts/"):
+            inner = getattr(pattern, "url_patterns", [pattern])  # Django's include, if any
+            pages |= {p.name for p in inner if p.name}
+    tested = [page.name for page in PAGES]
+    assert len(tested) == len(set(tested)), "a page has two rows"
+    assert set(tested) == pages
+
+
+# --- what the refused never see ---------------------------------------------------------------
+
+
+@pytest.fixture
+def failed_batch(annotating_batch) -> Batch:
+    """A batch with error text and a diversity table: what only staff may read."""
+    Batch.objects.filter(pk=annotating_batch.pk).update(error="retrieval exploded: secret path")
+    annotating_batch.refresh_from_db()
+    assert annotating_batch.reports.get("diversity")
+    return annotating_batch
+
+
+@pytest.mark.parametrize("role", ["anonymous", "annotator"])
+def test_the_batch_page_shows_nothing_of_the_batch_to_anyone_but_staff(
+    role, client_for, failed_batch
+):
+    path = reverse("frontend:batch", args=[failed_batch.pk])
+    response = client_for(role).get(path)
+    assert response.status_code == (302 if role == "anonymous" else 403)
+    html = response.content.decode()
+    for secret in (failed_batch.name, failed_batch.dataset.name, "secret path", "Kendall"):
+        assert secret not in html
+    staff = client_for("staff").get(path).content.decode()
+    assert "secret path" in staff and "Kendall" in staff and failed_batch.name in staff
+
+
+def test_the_index_sends_anonymous_visitors_to_log_in_showing_nothing(client_for, batch, release):
+    response = client_for("anonymous").get("/")
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('login')}?next=/"
+    assert response.content == b""
+
+
+def test_the_index_shows_an_annotator_only_releases(client_for, batch, release):
+    batch.error = "retrieval exploded: secret path"
+    batch.save(update_fields=["error"])
+    html = client_for("annotator").get("/").content.decode()
+    for secret in (batch.name, batch.dataset.name, batch.state, "secret path", "Datasets"):
+        assert secret not in html
+    assert reverse("frontend:release-download", args=[release.pk]) in html
+    assert reverse("frontend:leaderboard", args=[release.pk]) in html
+    assert reverse("frontend:batch", args=[batch.pk]) not in html
+    assert release.path not in html
+    assert reverse("frontend:work") in html
+
+    staff = client_for("staff").get("/").content.decode()
+    assert batch.name in staff and batch.dataset.name in staff and release.path in staff
+    assert reverse("frontend:batch", args=[batch.pk]) in staff
