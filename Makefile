@@ -24,7 +24,7 @@ demo: migrate
 
 # Browser tests need Debian's Chromium; install it when missing (root) or they skip.
 chromium:
-	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	@test -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium missing: browser tests will skip (apt-get install -y chromium)"
 

@@ -14,7 +14,7 @@ PostgreSQL kills one of them as a deadlock; see `hits_lock`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from enum import Enum
 
@@ -143,8 +143,18 @@ def _deadline(hit: HIT, now: datetime) -> datetime:
     return now + timedelta(minutes=batch_config(hit.batch).assignment_minutes)
 
 
-def assignment_create(*, hit: HIT, worker: Worker, now: datetime | None = None) -> Assignment:
-    """Give `hit` to `worker`, refusing a blocked worker, a repeat, or a full HIT."""
+def assignment_create(
+    *,
+    hit: HIT,
+    worker: Worker,
+    now: datetime | None = None,
+    slots_taken: Callable[[HIT], int] | None = None,
+) -> Assignment:
+    """Give `hit` to `worker`, refusing a blocked worker, a repeat, or a full HIT.
+
+    `slots_taken` counts the HIT's taken slots (default: its active work); the MTurk page
+    leaves out MTurk work that MTurk has not confirmed (see `mturk.hit_page`).
+    """
     if worker.is_blocked:
         raise ServiceError(f"worker {worker} is blocked")
     now = now or timezone.now()
@@ -153,7 +163,8 @@ def assignment_create(*, hit: HIT, worker: Worker, now: datetime | None = None) 
         if Assignment.objects.filter(hit=locked, worker=worker).exists():
             raise ServiceError(f"worker {worker} already worked on {locked}")
         active = _active_count(locked)
-        if active >= locked.max_assignments:
+        taken = active if slots_taken is None else slots_taken(locked)
+        if taken >= locked.max_assignments:
             raise ServiceError(f"{locked} already has all {locked.max_assignments} assignments")
         return _assign(locked, worker, now, active)
 

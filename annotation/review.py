@@ -26,14 +26,20 @@ from mitl.quality import (
 )
 
 from .errors import ServiceError
+from .goldens import goldens_suspend_failed
 from .handout import hits_lock, hits_recount_slots
 from .models import Assignment, AssignmentStatus, Judgement, Worker
 
 
 def assignment_golden_misses(*, assignment_id: int) -> list[GoldenMiss]:
-    """Return the golden pairs an assignment answered wrongly, in page order (one query)."""
+    """Return the golden pairs an assignment answered wrongly, in page order (one query).
+
+    Suspended goldens (`annotation.goldens`) are not checked any more.
+    """
     rows = (
-        Judgement.objects.filter(assignment_id=assignment_id)
+        Judgement.objects.filter(
+            assignment_id=assignment_id, item__golden_suspended_at__isnull=True
+        )
         .order_by("item__position")
         .values_list("item__role", "item__position", "level")
     )
@@ -88,8 +94,16 @@ def assignment_decide_confirmed(*, assignment: Assignment, policy: str) -> Assig
 
     Work stored from MTurk's frame waits unapproved until MTurk lists it (its ids could be
     made up); then the policy decides it as it would have at submission. Work a person
-    already decided is left as it is.
+    already decided is left as it is. Confirmed work that failed a golden counts towards
+    suspending that golden (`annotation.goldens`), which may decide other work of the HIT.
     """
+    # Read again: suspending a golden may have decided this work since it was loaded.
+    assignment.refresh_from_db(fields=["status", "reviewed_at", "golden_passed", "flagged"])
+    if assignment.golden_passed is False and not assignment.awaits_mturk:
+        with transaction.atomic():
+            hits_lock(hit_ids=[assignment.hit_id])  # before the assignments: see hits_lock
+            goldens_suspend_failed(hit_id=assignment.hit_id, now=timezone.now(), policy=policy)
+        assignment.refresh_from_db(fields=["status", "reviewed_at", "golden_passed", "flagged"])
     if (
         assignment.status != AssignmentStatus.SUBMITTED
         or assignment.reviewed_at is not None

@@ -6,6 +6,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -182,6 +183,8 @@ def assignment_review_rows(*, assignment: Assignment) -> list[dict[str, Any]]:
         item = judgement.item
         level = Level(judgement.level)
         expected = _GOLDEN_EXPECTED.get(item.role)
+        if expected is not None and item.golden_suspended_at is not None:
+            expected = None  # a suspended golden is not checked: see goldens_suspended
         rows.append(
             {
                 "position": shown_at + 1,
@@ -192,6 +195,7 @@ def assignment_review_rows(*, assignment: Assignment) -> list[dict[str, Any]]:
                 "answer": LEVEL_LABELS[level],
                 "expected": expected,
                 "golden_ok": None if expected is None else golden_answered_right(item.role, level),
+                "golden_suspended": item.golden_suspended_at is not None,
                 "shortcomings": [SHORTCOMING_LABELS[n] for n in judgement.shortcoming_names],
                 "wrong_concepts": [WRONG_CONCEPT_LABELS[n] for n in judgement.wrong_concept_names],
                 "other_text": judgement.other_text,
@@ -234,6 +238,7 @@ def worker_stats(*, workers: Sequence[Worker] | None = None) -> list[WorkerStats
     goldens = Judgement.objects.filter(
         assignment__worker_id__in=ids,
         item__role__in=[ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN],
+        item__golden_suspended_at__isnull=True,
     ).values_list("assignment__worker_id", "item__role", "level")
     for worker_id, role, level in goldens:
         golden[worker_id].append(golden_answered_right(role, Level(level)))
@@ -315,6 +320,40 @@ def goldens_suspect(*, min_answers: int = 3, min_failure_share: float = 0.5) -> 
         ),
         key=lambda s: (-s.failures / s.answers, -s.answers),
     )
+
+
+@dataclass(frozen=True)
+class SuspendedGolden:
+    item: HITItem  # with its HIT, image and caption
+    suspended_at: datetime
+    answers: int
+    failures: int
+
+
+def goldens_suspended(*, limit: int = 50) -> list[SuspendedGolden]:
+    """Return the golden pairs suspended as likely wrong (`annotation.goldens`), newest first,
+    with how many submitted answers they got and how many of those failed them: an admin
+    checks the pair (and fixes the dataset's positives where it is in fact a match)."""
+    items = list(
+        HITItem.objects.filter(golden_suspended_at__isnull=False)
+        .select_related("hit", "image", "caption")
+        .order_by("-golden_suspended_at", "pk")[:limit]
+    )
+    tally: dict[int, list[bool]] = defaultdict(list)
+    rows = Judgement.objects.filter(
+        item__in=[item.pk for item in items], assignment__submitted_at__isnull=False
+    ).values_list("item_id", "item__role", "level")
+    for item_id, role, level in rows:
+        tally[item_id].append(not golden_answered_right(role, Level(level)))
+    return [
+        SuspendedGolden(
+            item=item,
+            suspended_at=item.golden_suspended_at,
+            answers=len(tally[item.pk]),
+            failures=sum(tally[item.pk]),
+        )
+        for item in items
+    ]
 
 
 def dataset_rows(*, datasets: Iterable[Dataset]) -> list[dict[str, Any]]:

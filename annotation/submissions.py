@@ -21,6 +21,7 @@ from mitl.judgements import Level, validate_followups
 from mitl.quality import golden_misses
 
 from .errors import ServiceError
+from .goldens import goldens_suspend_failed
 from .handout import hits_lock, hits_recount_slots
 from .models import (
     HIT,
@@ -183,21 +184,27 @@ def _submit_locked(
         if followups_required is None:
             followups_required = config.followups
         items = {
-            pk: _ItemRow(role=role, position=position)
-            for pk, role, position in HITItem.objects.filter(hit_id=locked.hit_id).values_list(
-                "pk", "role", "position"
-            )
+            pk: _ItemRow(role=role, position=position, suspended=suspended_at is not None)
+            for pk, role, position, suspended_at in HITItem.objects.filter(
+                hit_id=locked.hit_id
+            ).values_list("pk", "role", "position", "golden_suspended_at")
         }
         judgements = _build_judgements(locked, items, answers, followups_required)
         Judgement.objects.bulk_create(judgements)
         # In page order, as `review.assignment_golden_misses` reads them for MTurk's sync.
+        # Suspended goldens (annotation.goldens) are answered but no longer checked.
         answered = [
-            (items[j.item_id].role, items[j.item_id].position, Level(j.level)) for j in judgements
+            (items[j.item_id].role, items[j.item_id].position, Level(j.level))
+            for j in judgements
+            if not items[j.item_id].suspended
         ]
         misses = golden_misses(sorted(answered, key=lambda answer: answer[1]))
-        golden_policy_apply(
-            locked, misses=misses, policy=golden_policy or config.golden_policy, now=now
-        )
+        policy = golden_policy or config.golden_policy
+        golden_policy_apply(locked, misses=misses, policy=policy, now=now)
+        if misses and goldens_suspend_failed(hit_id=locked.hit_id, now=now, policy=policy):
+            # This work may have been the failure that suspended a golden: decided again.
+            locked.refresh_from_db()
+            misses = assignment_golden_misses(assignment_id=locked.pk)
         return SubmissionResult(
             assignment=locked,
             judgements=judgements,
@@ -207,10 +214,11 @@ def _submit_locked(
 
 
 class _ItemRow(NamedTuple):
-    """What a submission needs of a HIT item: golden role and page position."""
+    """What a submission needs of a HIT item: golden role, page position, suspended golden."""
 
     role: str
     position: int
+    suspended: bool = False
 
 
 def _build_judgements(

@@ -44,6 +44,9 @@ class BatchConfig:
     followups: bool = True  # ask why for the two middle answers
     assignment_minutes: int = 30  # an accepted HIT not submitted by then goes back to the pool
     golden_policy: str = "approve_or_flag"  # what the golden check decides at submission
+    # A golden pair failed by this many distinct workers who pass their other goldens is
+    # suspended (mitl.quality.golden_suspect): it is likely wrong itself. 0: never.
+    golden_suspend_after: int = 3
     aggregation: str = "eccv"  # one of mitl.aggregation.RULES
     seed: int = 0
 
@@ -66,6 +69,7 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "golden_tp": (0, 10),
     "golden_tn": (0, 10),
     "assignments_per_hit": (1, 50),
+    "golden_suspend_after": (0, 50),
     "assignment_minutes": (1, 7 * 24 * 60),
     "seed": (0, 2**31 - 1),
 }

@@ -7,12 +7,15 @@ cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 from .hits import Role
 from .judgements import POSITIVE_LEVELS, Level
+
+K = TypeVar("K", bound=Hashable)
 
 # Feedback of work the golden policy rejected (a person's own words never start with it).
 AUTOMATIC_REJECTION_PREFIX = "Rejected automatically: "
@@ -91,3 +94,36 @@ def golden_decision(*, passed: bool, policy: str) -> GoldenDecision:
     if not passed and policy == "approve_or_reject":
         return GoldenDecision.REJECT
     return GoldenDecision.HOLD
+
+
+def golden_suspect(*, lone_failures: int, threshold: int) -> bool:
+    """Say whether a golden pair is likely wrong itself and should be suspended.
+
+    `lone_failures` counts the distinct workers who failed this pair while passing every
+    other golden of their HIT: honest workers, by the rest of the check. `threshold` is the
+    batch's `golden_suspend_after`; 0 never suspends.
+    """
+    return threshold > 0 and lone_failures >= threshold
+
+
+def goldens_to_suspend(
+    sheets: Mapping[Hashable, Iterable[tuple[K, str, Level]]], *, threshold: int
+) -> list[K]:
+    """Return the golden pairs to suspend, from each worker's (pair, role, level) answers.
+
+    `sheets` maps a worker to its answers on the golden pairs of one HIT that are still in
+    force. A pair counts a worker only when it is that worker's one and only miss (a worker
+    who misses two goldens says nothing about either). Pairs come in first-seen order.
+    """
+    lone: dict[K, int] = {}
+    for answers in sheets.values():
+        misses = [key for key, role, level in answers if not golden_answered_right(role, level)]
+        for key in misses:
+            lone.setdefault(key, 0)
+        if len(misses) == 1:
+            lone[misses[0]] += 1
+    return [
+        key
+        for key, count in lone.items()
+        if golden_suspect(lone_failures=count, threshold=threshold)
+    ]

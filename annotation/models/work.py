@@ -87,6 +87,12 @@ class HITItem(models.Model):
     )
     image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="+")
     caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+    golden_suspended_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Golden pairs only: when it was suspended because several workers who pass "
+        "their other goldens failed it (annotation.goldens); its answers are no longer checked.",
+    )
 
     class Meta:
         verbose_name = "HIT item"
@@ -96,6 +102,11 @@ class HITItem(models.Model):
                 condition=Q(role="task", candidate__isnull=False)
                 | Q(role__in=["golden_tp", "golden_tn"], candidate__isnull=True),
                 name="hit_item_candidate_iff_task",
+            ),
+            models.CheckConstraint(
+                condition=Q(golden_suspended_at__isnull=True)
+                | Q(role__in=["golden_tp", "golden_tn"]),
+                name="hit_item_only_goldens_suspended",
             ),
         ]
 

@@ -4,6 +4,27 @@ MTurk decides who may accept a HIT and tells the platform nothing when a worker 
 it; the page's ids cannot be checked here. So the page only stores work, as submitted,
 and `sync` decides it once MTurk lists it. Row locks follow `handout.hits_lock`: the
 HIT's row before any of its assignments'.
+
+Made-up ids. Anyone who previews a HIT can open its page, and submit to it, with an
+(assignmentId, workerId) pair of their own. MTurk itself never hands out more than
+MaxAssignments of a HIT, so the platform need not reserve slots for MTurk work it cannot
+vouch for; it only has to make sure such work neither locks real workers out nor piles
+up rows:
+
+- A HIT's slots are taken (`mturk_slots_taken`) by platform work, by MTurk work that MTurk
+  confirmed (`Assignment.confirmed_at`, set by the sync or a results CSV) and by *open*
+  MTurk work. Unconfirmed *submitted* MTurk work takes none: a HIT is "full" for a
+  newcomer only when real (platform or confirmed) work fills it.
+- Open MTurk work is bounded by the slots left: a newcomer on a HIT that looks full
+  gives up the oldest open one (`_free_returned_slot`), whose worker takes a slot back on
+  its next load or submit (`_reclaim`).
+- Unconfirmed MTurk work that is no longer open (submitted, given up, or dropped by the
+  sync) is kept per HIT up to `max_assignments + UNCONFIRMED_SPARE` rows; a newcomer
+  beyond that deletes the oldest (never-submitted ones first), with their judgements and
+  with the Worker rows left without any work (`_unconfirmed_trim`). Real work leaves that
+  pool once the sync confirms it (every 5 minutes), and confirmed work is never deleted.
+- A Worker row is created only together with an assignment, under the HIT's lock: a page
+  view that is refused (a blocked worker, a full HIT) stores nothing.
 """
 
 from __future__ import annotations
@@ -12,12 +33,21 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 
 from annotation.errors import ServiceError
 from annotation.handout import ACTIVE_STATUSES, assignment_create, hits_recount_slots
-from annotation.models import HIT, Assignment, AssignmentStatus, Batch, Worker, WorkerSource
+from annotation.models import (
+    HIT,
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    Worker,
+    WorkerSource,
+    mturk_unconfirmed,
+)
 from annotation.submissions import AnswerInput, SubmissionResult, assignment_submit
 from mitl.config import batch_config
 
@@ -26,6 +56,10 @@ from .hit_settings import batch_hit_settings
 from .protocol import valid_id
 
 logger = logging.getLogger(__name__)
+
+# Unconfirmed MTurk work kept per HIT once it is no longer open, beyond the HIT's own
+# MaxAssignments (see the module's docstring): the rest, oldest first, is deleted.
+UNCONFIRMED_SPARE = 10
 
 
 def mturk_assignment_open(
@@ -42,17 +76,18 @@ def mturk_assignment_open(
     if not (valid_id(worker_id) and valid_id(assignment_id)):
         raise ServiceError("this page needs MTurk's workerId and assignmentId")
     now = now or timezone.now()
-    worker, _ = Worker.objects.get_or_create(source=WorkerSource.MTURK, external_id=worker_id)
-    if worker.is_blocked:
+    # Looked up, not created: a Worker row comes only with an assignment (below).
+    worker = Worker.objects.filter(source=WorkerSource.MTURK, external_id=worker_id).first()
+    if worker is not None and worker.is_blocked:
         raise ServiceError(
             "your worker ID is blocked from these HITs: please return this HIT on MTurk"
         )
     existing = assignment_by_external_id(assignment_id)
     if existing is not None:
-        if existing.hit_id != hit.pk or existing.worker_id != worker.pk:
+        if existing.hit_id != hit.pk or worker is None or existing.worker_id != worker.pk:
             raise ServiceError("this assignment belongs to another HIT or worker")
         return _reclaim(existing, now)
-    previous = Assignment.objects.filter(hit=hit, worker=worker).first()
+    previous = Assignment.objects.filter(hit=hit, worker=worker).first() if worker else None
     if previous is not None:
         return _follow_new_assignment(previous, assignment_id, now)
     deadline = _deadline(hit.batch, now)
@@ -61,16 +96,97 @@ def mturk_assignment_open(
             # The HIT's row before any assignment's (see handout.hits_lock).
             locked = HIT.objects.select_for_update().get(pk=hit.pk)
             _free_returned_slot(locked)
-            created = assignment_create(hit=locked, worker=worker, now=now)
+            orphans = _unconfirmed_trim(locked)
+            # Rolled back with the rest when the HIT is full: a refused view stores nothing.
+            worker, _ = Worker.objects.get_or_create(
+                source=WorkerSource.MTURK, external_id=worker_id
+            )
+            created = assignment_create(
+                hit=locked, worker=worker, now=now, slots_taken=mturk_slots_taken
+            )
             Assignment.objects.filter(pk=created.pk).update(
                 external_id=assignment_id, deadline=deadline
             )
     except (ServiceError, IntegrityError):
         again = assignment_by_external_id(assignment_id)  # the same page opened twice at once
-        if again is not None and again.hit_id == hit.pk and again.worker_id == worker.pk:
+        if (
+            again is not None
+            and again.hit_id == hit.pk
+            and again.worker.source == WorkerSource.MTURK
+            and again.worker.external_id == worker_id
+        ):
             return again
         raise
+    _workers_forget(orphans)
     return _reloaded(created.pk)
+
+
+def mturk_slots_taken(hit: HIT) -> int:
+    """Count a HIT's taken slots: platform work, MTurk work MTurk confirmed, open MTurk work.
+
+    Unconfirmed submitted MTurk work takes none: its ids may be made up, and MTurk keeps
+    its own MaxAssignments anyway (see the module's docstring).
+    """
+    waiting = mturk_unconfirmed() & ~Q(status=AssignmentStatus.ACCEPTED)
+    return Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).exclude(waiting).count()
+
+
+def _unconfirmed_trim(hit: HIT) -> list[int]:
+    """Delete a locked HIT's oldest unconfirmed MTurk work beyond its bound, making room
+    for one more; return the workers whose work was deleted (see `_workers_forget`).
+
+    Counted: unconfirmed MTurk work that is no longer open (open work is bounded by the
+    HIT's slots). Work never submitted goes first, then work the sync dropped, then the
+    oldest submissions. Confirmed work is never touched.
+    """
+    kept = hit.max_assignments + UNCONFIRMED_SPARE
+    waiting = (
+        Assignment.objects.filter(hit=hit)
+        .filter(mturk_unconfirmed())
+        .exclude(status__in=[AssignmentStatus.ACCEPTED, AssignmentStatus.APPROVED])
+    )
+    excess = waiting.count() - kept + 1
+    if excess <= 0:
+        return []
+    rank = Case(
+        When(submitted_at__isnull=True, then=Value(0)),
+        When(status=AssignmentStatus.REJECTED, then=Value(1)),
+        default=Value(2),
+        output_field=IntegerField(),
+    )
+    victims = list(
+        waiting.annotate(rank=rank)
+        .order_by("rank", "submitted_at", "accepted_at", "pk")
+        .values_list("pk", "worker_id")[:excess]
+    )
+    Assignment.objects.filter(pk__in=[pk for pk, _ in victims]).delete()  # judgements too
+    hits_recount_slots(hit_ids=[hit.pk])
+    logger.info("%s: %d unconfirmed MTurk assignments deleted", hit, len(victims))
+    return sorted({worker_id for _, worker_id in victims})
+
+
+def _workers_forget(worker_ids: list[int]) -> None:
+    """Delete MTurk Worker rows left without any work (not blocked ones).
+
+    Runs after the HIT's transaction: a worker's row comes before any HIT's in the lock
+    order (handout.hits_lock). Rows another transaction holds are left alone.
+    """
+    if not worker_ids:
+        return
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    with transaction.atomic():
+        free = list(
+            Worker.objects.filter(
+                pk__in=worker_ids,
+                source=WorkerSource.MTURK,
+                user__isnull=True,
+                is_blocked=False,
+            )
+            .order_by("pk")
+            .select_for_update(skip_locked=skip_locked)
+            .values_list("pk", flat=True)
+        )
+        Worker.objects.filter(pk__in=free, assignments__isnull=True).delete()
 
 
 def _free_returned_slot(hit: HIT) -> None:
@@ -85,16 +201,15 @@ def _free_returned_slot(hit: HIT) -> None:
     an assignment of the HIT first (expiry, submission, review) would otherwise wait
     crosswise with this one (see handout.hits_lock).
     """
-    active = Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
-    if active < hit.max_assignments:
+    if mturk_slots_taken(hit) < hit.max_assignments:
         return
     stale = (
         Assignment.objects.filter(
             hit=hit,
             status=AssignmentStatus.ACCEPTED,
             worker__source=WorkerSource.MTURK,
-            external_id__isnull=False,
         )
+        .filter(mturk_unconfirmed())
         .order_by("accepted_at", "pk")
         .first()
     )
@@ -108,8 +223,7 @@ def _free_returned_slot(hit: HIT) -> None:
 def _slot_take_back(hit: HIT) -> None:
     """Make room on a locked HIT for MTurk work coming back, or refuse: the HIT is full."""
     _free_returned_slot(hit)
-    active = Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
-    if active >= hit.max_assignments:
+    if mturk_slots_taken(hit) >= hit.max_assignments:
         raise ServiceError(f"{hit} already has all {hit.max_assignments} assignments")
 
 
@@ -176,15 +290,20 @@ def mturk_assignment_submit(
     up for another worker's slot while its worker was still on it is reopened first.
     """
     now = now or timezone.now()
-    assignment = _reclaim(_reloaded(assignment.pk), now)
-    return assignment_submit(
-        assignment=assignment,
-        answers=answers,
-        followups_required=batch_config(assignment.hit.batch).followups,
-        golden_policy="review_all",  # the sync applies the batch's policy once MTurk confirms
-        worker=assignment.worker,
-        now=now,
-    )
+    try:
+        assignment = _reclaim(_reloaded(assignment.pk), now)
+        return assignment_submit(
+            assignment=assignment,
+            answers=answers,
+            followups_required=batch_config(assignment.hit.batch).followups,
+            golden_policy="review_all",  # the sync applies the policy once MTurk confirms
+            worker=assignment.worker,
+            now=now,
+        )
+    except Assignment.DoesNotExist:  # given up, then deleted for newer work (_unconfirmed_trim)
+        raise ServiceError(
+            "this assignment is no longer open here: reload the HIT from MTurk"
+        ) from None
 
 
 def mturk_assignment_find(*, assignment_id: str, worker_id: str, hit_id: str) -> Assignment | None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from annotation.handout import ACTIVE_STATUSES
-from annotation.models import HIT, Assignment, BatchState
+from annotation.models import HIT, BatchState
 
 from .client import mturk_call
 from .errors import MTurkError
+from .hit_page import mturk_slots_taken
 from .protocol import request_token
 from .state import state_update
 from .sync_report import SyncRun
@@ -55,8 +55,9 @@ def rejected_repost(run: SyncRun, hit: HIT, state: dict[str, Any]) -> dict[str, 
     if batch.state != BatchState.ANNOTATING:
         return state
     for aid in _replacements_due(state, hit):
-        active = Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
-        if active >= hit.max_assignments:  # the other slots hold (or will hold) enough work
+        # Made-up ids on the public page count for nothing: only platform work, confirmed
+        # MTurk work and open MTurk work (see hit_page.mturk_slots_taken).
+        if mturk_slots_taken(hit) >= hit.max_assignments:  # the others hold (or will) enough
             state = state_update(batch.pk, partial(_mark_replaced, aid=aid, hit=hit, extra=0))
             continue
         try:

@@ -55,6 +55,8 @@ from .access import staff_required
 from .item_images import item_image_response
 
 PRODUCTION_CONFIRMATION = "PRODUCTION"
+# What `/mturk/submit/` answers: what was stored, never the golden check's result.
+MTURK_SUBMIT_FIELDS = ("assignment", "status", "created", "judgements")
 
 
 def _submit_hosts() -> tuple[str, ...]:
@@ -176,7 +178,11 @@ def mturk_submit(request: HttpRequest) -> JsonResponse:
         )
     except ServiceError as exc:
         return JsonResponse({"detail": str(exc)}, status=400)
-    body = submission_summary(result)
+    # Nothing about the golden check (`golden_passed`, `flagged`): whoever makes up ids
+    # could otherwise submit again and again to learn which pairs are the check pairs.
+    # The result stays here, for the sync and for reviewers.
+    summary = submission_summary(result)
+    body = {name: summary[name] for name in MTURK_SUBMIT_FIELDS}
     return JsonResponse(body, status=201 if result.created else 200)
 
 

@@ -13,6 +13,7 @@ from annotation.review import assignment_review, worker_block
 from annotation.selectors import (
     assignment_review_rows,
     goldens_suspect,
+    goldens_suspended,
     review_awaiting_mturk,
     review_queue,
     worker_stats,
@@ -23,11 +24,13 @@ from .access import staff_required
 
 @staff_required
 def review_list(request: HttpRequest) -> HttpResponse:
-    """List submissions waiting for a person, and golden pairs that most workers fail."""
+    """List submissions waiting for a person, golden pairs that most workers fail, and those
+    suspended as likely wrong."""
     context = {
         "queue": review_queue(),
         "awaiting_mturk": review_awaiting_mturk(),
         "suspects": goldens_suspect()[:20],
+        "suspended": goldens_suspended(limit=20),
     }
     return render(request, "frontend/review_queue.html", context)
 

@@ -108,12 +108,14 @@ def _golden_answers(batch: Batch, known: dict[Hashable, bool]) -> list[WorkerAns
     """Return the golden answers of the batch's submitted work; record their truth in `known`.
 
     A golden pair is one task however many HITs show it, keyed apart from candidates.
+    Suspended goldens (`annotation.goldens`) are left out: their "truth" is likely wrong.
     """
     answers = []
     for image_id, caption_id, role, worker_id, level in (
         Judgement.objects.filter(
             assignment__hit__batch=batch,
             item__role__in=[ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN],
+            item__golden_suspended_at__isnull=True,  # likely wrong: no known truth
         )
         .exclude(assignment__status__in=[AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED])
         .exclude(mturk_unconfirmed("assignment__"))

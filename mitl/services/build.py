@@ -89,7 +89,16 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
             batch_size=2000,
         )
         item_row = row_factory(
-            HITItem, ("hit_id", "position", "role", "candidate_id", "image_id", "caption_id")
+            HITItem,
+            (
+                "hit_id",
+                "position",
+                "role",
+                "candidate_id",
+                "image_id",
+                "caption_id",
+                "golden_suspended_at",
+            ),
         )
         HITItem.objects.bulk_create(
             [
@@ -100,6 +109,7 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
                     None if item.candidate_index is None else candidates[item.candidate_index][0],
                     item.image_id,
                     item.caption_id,
+                    None,  # golden_suspended_at: every golden starts in force
                 )
                 for hit, layout in zip(hits, layouts, strict=True)
                 for position, item in enumerate(layout)

@@ -16,6 +16,7 @@ from annotation.selectors import (
     assignment_page,
     assignment_review_rows,
     goldens_suspect,
+    goldens_suspended,
     review_queue,
     worker_stats,
 )
@@ -101,6 +102,36 @@ def test_a_golden_most_workers_fail_is_suspect_and_one_few_fail_is_not(tiny):
         ("golden_tn", doubtful.image, doubtful.caption, 4, 3)
     ]
     assert (sound.image, sound.caption) != (doubtful.image, doubtful.caption)
+
+
+# --- goldens_suspended ----------------------------------------------------------------------
+
+
+def test_a_suspended_golden_is_listed_for_an_admin_and_review_rows_no_longer_check_it(
+    tiny, client, django_user_model
+):
+    hit = hit_make(batch_make(tiny), 0, max_assignments=4)
+    golden_tn = hit.items.get(role="golden_tn")
+    fails_tn = {**RIGHT, "golden_tn": "yes"}
+    work_done(hit, worker_make("w0"), RIGHT)
+    done = [work_done(hit, worker_make(f"w{i}"), fails_tn) for i in (1, 2, 3)]
+    assert goldens_suspect()[0].failures == 3  # listed as suspect as before, too
+
+    listed = goldens_suspended()
+
+    assert [(g.item, g.answers, g.failures) for g in listed] == [(golden_tn, 4, 3)]
+    assert listed[0].suspended_at == T0 + MINUTE
+    rows = assignment_review_rows(assignment=shown_in_seed_order(done[0], None))
+    assert [(r["role"], r["golden_ok"], r["golden_suspended"]) for r in rows] == [
+        ("golden_tn", None, True),
+        ("task", None, False),
+        ("golden_tp", True, False),
+    ]
+    staff = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+    client.force_login(staff)
+    page = client.get(reverse("frontend:review")).content.decode()
+    suspended_part = page.split('id="goldens-suspended"')[1]
+    assert golden_tn.caption.text in suspended_part and "3 / 4" in suspended_part
 
 
 # --- review_queue and assignment_review_rows ------------------------------------------------

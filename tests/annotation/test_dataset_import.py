@@ -21,6 +21,7 @@ from annotation.parse_common import ImportFileError
 from annotation.parsers import parse_captions, parse_captions_tsv, parse_labels_json
 from annotation.positive_parsers import parse_cxc_sits, parse_eccv_positives
 from annotation.services import dataset_import_tsv, positives_import_eccv
+from tests.shared_data import COCO5K_CAPTIONS, needs_coco5k
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,7 @@ GOOD_ROWS = [
     "31\t3\tsub/c.png\tThree green stars.",
 ]
 COLORS = {"a.png": "red", "b.png": "blue", "sub/c.png": "green"}
-COCO_TSV = Path("/work/shared/data/coco5k/captions.tsv")
+COCO_TSV = COCO5K_CAPTIONS
 ECCV_DATA = Path(__import__("eccv_caption").__file__).parent / "data"
 
 
@@ -395,6 +396,7 @@ def test_import_dataset_command_records_the_synthetic_meta(synthetic_files):
     assert out.getvalue().strip() == "imported dataset 'synth': 40 images, 200 captions"
 
 
+@needs_coco5k
 def test_coco5k_imports_text_only_from_the_command_line_with_its_reference_sets():
     out = StringIO()
     call_command("import_dataset", "coco5k", "--captions", str(COCO_TSV), stdout=out)

@@ -25,6 +25,7 @@ from .crowd_factories import (
     status_of,
     submit,
     take,
+    work_done,
     worker_make,
 )
 
@@ -208,3 +209,82 @@ def test_an_unblocked_worker_can_take_hits_again(tiny):
 
     assert Worker.objects.get(pk=worker.pk).is_blocked is False
     assert take(unblocked).hit == hit
+
+
+# --- suspending a golden pair that honest workers keep failing ------------------------------
+
+FAILS_TN = {**RIGHT, "golden_tn": "yes"}  # pair 1, a "known mismatch" that in fact matches
+
+
+@pytest.mark.parametrize(
+    ("policy", "decided"),
+    [
+        ("approve_or_flag", "approved"),
+        ("approve_or_reject", "approved"),
+        ("review_all", "submitted"),
+    ],
+)
+def test_a_golden_three_workers_fail_alone_is_suspended_and_their_work_decided_again(
+    tiny, policy, decided
+):
+    """Three workers answer the golden TN YES and the golden TP right: the third suspends
+    the TN, the three are decided as passed, and a fourth who answers the same way passes."""
+    hit = hit_make(batch_make(tiny, golden_policy=policy), 0, max_assignments=5)
+    golden_tn = hit.items.get(role="golden_tn")
+    careless = work_done(hit, worker_make("careless"), {**FAILS_TN, "golden_tp": "no"})
+    first, second = (work_done(hit, worker_make(f"w{i}"), FAILS_TN, policy=policy) for i in (0, 1))
+    golden_tn.refresh_from_db()
+    assert golden_tn.golden_suspended_at is None  # two lone failures: not yet
+    assert status_of(first) == {"approve_or_reject": "rejected"}.get(policy, "submitted")
+
+    third = take(worker_make("w2"), now=T0 + 2 * MINUTE)
+    result = submit(third, answers(hit, FAILS_TN), policy=policy, now=T0 + 3 * MINUTE)
+
+    golden_tn.refresh_from_db()
+    assert golden_tn.golden_suspended_at == T0 + 3 * MINUTE
+    assert (result.assignment.status, result.golden_failures) == (decided, ())
+    for assignment in (first, second, third):
+        stored = Assignment.objects.get(pk=assignment.pk)
+        assert (stored.status, stored.golden_passed, stored.flagged) == (decided, True, False)
+        assert stored.reviewed_by is None
+    assert Assignment.objects.get(pk=careless.pk).flagged  # it missed the golden TP too
+    if policy == "approve_or_reject":
+        assert "withdrawn" in Assignment.objects.get(pk=first.pk).feedback
+    # The suspended pair is no longer checked: the next worker answering YES passes.
+    fourth = work_done(hit, worker_make("w3"), FAILS_TN, policy=policy, now=T0 + 4 * MINUTE)
+    stored = Assignment.objects.get(pk=fourth.pk)
+    assert (stored.status, stored.golden_passed) == (decided, True)
+
+
+def test_a_golden_is_not_suspended_below_the_batchs_threshold_or_with_it_at_0(tiny):
+    for index, after in enumerate((4, 0)):
+        hit = hit_make(batch_make(tiny, golden_suspend_after=after), index, max_assignments=4)
+        done = [work_done(hit, worker_make(f"w{index}-{i}"), FAILS_TN) for i in range(3)]
+        assert not hit.items.filter(golden_suspended_at__isnull=False).exists()
+        assert {status_of(a) for a in done} == {"submitted"}  # flagged, for a person
+
+
+def test_mturk_work_counts_once_confirmed_and_its_rejection_is_not_withdrawn(tiny):
+    """Unconfirmed MTurk work may be made up: it never suspends a golden. Once MTurk confirms
+    it, it counts; work already rejected for MTurk stays rejected (MTurk has the decision)."""
+    hit = hit_make(batch_make(tiny), 0, max_assignments=4)
+    rejected = work_done(hit, worker_make("m0"), FAILS_TN, policy="approve_or_reject")
+    Assignment.objects.filter(pk=rejected.pk).update(external_id="A-0", confirmed_at=T0)
+    held = work_done(hit, worker_make("m1"), FAILS_TN, policy="review_all")
+    Assignment.objects.filter(pk=held.pk).update(external_id="A-1")  # not confirmed yet
+    platform = work_done(hit, worker_make("w2"), FAILS_TN)
+    golden_tn = hit.items.get(role="golden_tn")
+    assert golden_tn.golden_suspended_at is None  # two confirmed lone failures, not three
+    assert status_of(platform) == "submitted"
+
+    Assignment.objects.filter(pk=held.pk).update(confirmed_at=T0 + 2 * MINUTE)
+    decided = assignment_decide_confirmed(
+        assignment=Assignment.objects.get(pk=held.pk), policy="approve_or_flag"
+    )
+
+    golden_tn.refresh_from_db()
+    assert golden_tn.golden_suspended_at is not None
+    assert (decided.status, decided.golden_passed, decided.flagged) == ("approved", True, False)
+    assert status_of(platform) == "approved"
+    stored = Assignment.objects.get(pk=rejected.pk)
+    assert (stored.status, stored.golden_passed) == ("rejected", False)

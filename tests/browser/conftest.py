@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's Chromium; CHROMIUM_PATH names another Chromium-based browser (hosted CI's Chrome).
+CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

@@ -190,8 +190,7 @@ def test_the_submit_needs_no_session_nor_csrf_token_and_stores_once_unapproved(p
         "status": "submitted",  # the sync decides once MTurk lists the assignment
         "created": True,
         "judgements": hit.items.count(),
-        "golden_passed": True,
-    }
+    }  # no golden result: the ids may be made up (made-up ids used to learn the check pairs)
     again = worker.post(url, body, content_type="application/json")
     assert (again.status_code, again.json()["created"]) == (200, False)
     assert Judgement.objects.count() == hit.items.count()
@@ -211,6 +210,66 @@ def test_made_up_ids_on_the_public_page_never_get_work_approved(published):
     stored = Assignment.objects.get(external_id="3MADEUP")
     assert (stored.status, stored.golden_passed, stored.reviewed_at) == ("submitted", True, None)
     assert not Assignment.objects.filter(status="approved").exists()  # aggregation counts these
+
+
+def submit_url(hit: HIT, worker: str, assignment: str) -> str:
+    query = urlencode({"assignmentId": assignment, "workerId": worker, "hitId": hit.external_id})
+    return f"{reverse('frontend:mturk-submit')}?{query}"
+
+
+def with_wrong_golden(hit: HIT) -> dict:
+    body = answers_for(hit)
+    tn = hit.items.get(role="golden_tn")
+    for answer in body["answers"]:
+        if answer["item"] == tn.pk:
+            answer["level"] = "yes"
+    return body
+
+
+def test_forged_ids_do_not_fill_the_hit_nor_pile_up_workers(published):
+    hit = first_hit(published)
+    HIT.objects.filter(pk=hit.pk).update(max_assignments=1)
+    forger = Client(enforce_csrf_checks=True)
+    for n in range(30):
+        worker, assignment = f"A1FORGED{n}", f"3FORGED{n}"
+        assert forger.get(accepted(hit, worker=worker, assignment=assignment)).status_code == 200
+        response = forger.post(
+            submit_url(hit, worker, assignment),
+            json.dumps(answers_for(hit)),
+            content_type="application/json",
+        )
+        assert response.status_code == 201
+    real = Client(enforce_csrf_checks=True)
+    page = real.get(accepted(hit, worker="A1REAL", assignment="3REAL"))
+    assert page.status_code == 200
+    assert "already has all" not in page.content.decode()
+    response = real.post(
+        submit_url(hit, "A1REAL", "3REAL"),
+        json.dumps(answers_for(hit)),
+        content_type="application/json",
+    )
+    assert response.status_code == 201
+    assert Assignment.objects.get(external_id="3REAL").status == "submitted"
+    assert Worker.objects.filter(source="mturk").count() <= 15  # bounded, whatever forgers do
+
+
+def test_the_submit_and_the_page_after_it_never_tell_the_golden_result(published):
+    hit = first_hit(published)
+    bodies = {}
+    for name, answers in (("A1RIGHT", answers_for(hit)), ("A1WRONG", with_wrong_golden(hit))):
+        worker = Client(enforce_csrf_checks=True)
+        assignment = f"3{name[2:]}"
+        worker.get(accepted(hit, worker=name, assignment=assignment))
+        response = worker.post(
+            submit_url(hit, name, assignment), json.dumps(answers), content_type="application/json"
+        )
+        assert response.status_code == 201
+        assert "golden" not in response.content.decode().lower()
+        bodies[name] = {k: v for k, v in response.json().items() if k != "assignment"}
+        page = worker.get(accepted(hit, worker=name, assignment=assignment)).content.decode()
+        assert "golden" not in page.lower() and "passed" not in page.lower()
+    assert bodies["A1RIGHT"] == bodies["A1WRONG"]  # the same answer, pass or fail
+    assert Assignment.objects.get(external_id="3WRONG").golden_passed is False  # kept here
 
 
 @pytest.mark.parametrize(

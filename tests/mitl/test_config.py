@@ -65,6 +65,11 @@ def test_a_read_only_mapping_is_accepted():
         pytest.param({"golden_tn": -1}, "golden_tn", "-1", id="golden-tn-negative"),
         pytest.param({"assignments_per_hit": 0}, "assignments_per_hit", "0", id="assignments"),
         pytest.param({"seed": -3}, "seed", "-3", id="seed-negative"),
+        pytest.param({"golden_suspend_after": -1}, "golden_suspend_after", "-1", id="suspend-neg"),
+        pytest.param({"golden_suspend_after": 51}, "golden_suspend_after", "51", id="suspend-big"),
+        pytest.param(
+            {"golden_suspend_after": "3"}, "golden_suspend_after", "'3'", id="suspend-string"
+        ),
         pytest.param({"n_image_queries": None}, "n_image_queries", "None", id="n-none"),
         pytest.param({"followups": "yes"}, "followups", "'yes'", id="followups-string"),
         pytest.param({"followups": 1}, "followups", "1", id="followups-int"),
@@ -186,6 +191,7 @@ def test_unknown_key_error_reports_one_of_the_unknown_keys_and_lists_the_known_o
             "golden_tp": 2,
             "golden_tn": 0,
             "assignments_per_hit": 3,
+            "golden_suspend_after": 0,
             "followups": False,
             "aggregation": "eccv",
             "seed": 123,
@@ -219,3 +225,4 @@ def test_batch_config_reads_a_stored_config_with_the_defaults_filled_in():
     assert config.followups is False
     assert config.golden_policy == "approve_or_flag"
     assert config.assignment_minutes == 30
+    assert config.golden_suspend_after == 3

@@ -33,12 +33,12 @@ def test_report_compares_every_ordered_annotator_pair_per_direction(batch):
 
 def test_report_is_shown_with_the_batch_and_in_the_api(batch, client):
     batch_run_until(batch_id=batch.pk, until="building")
+    client.force_login(User.objects.create_user("staff", is_staff=True))  # a staff-only page
     page = client.get(f"/batches/{batch.pk}/")
     assert page.status_code == 200
     assert b"Annotator diversity" in page.content
     assert page.content.count(b"<td>tfidf</td>") == 4  # two directions, as A and as B
 
-    client.force_login(User.objects.create_user("staff", is_staff=True))
     detail = client.get(f"/api/batches/{batch.pk}/").json()
     assert detail["reports"]["diversity"]["t2i"]["annotators"] == ["bow-plain", "tfidf"]
 

@@ -13,6 +13,8 @@ from mitl.quality import (
     golden_decision,
     golden_misses,
     golden_misses_summary,
+    golden_suspect,
+    goldens_to_suspend,
 )
 
 
@@ -131,3 +133,33 @@ def test_the_summary_a_worker_reads_counts_misses_without_naming_them():
     one = golden_misses_summary(misses[:1])
     assert one == "1 pair with a known answer was answered wrongly."
     assert "3" not in one
+
+
+# --- suspending a golden pair that is wrong itself ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lone_failures", "threshold", "suspect"),
+    [(2, 3, False), (3, 3, True), (4, 3, True), (0, 1, False), (1, 1, True), (9, 0, False)],
+)
+def test_a_golden_is_suspect_from_the_threshold_of_lone_failures_on_and_0_never(
+    lone_failures, threshold, suspect
+):
+    assert golden_suspect(lone_failures=lone_failures, threshold=threshold) is suspect
+
+
+def test_only_workers_whose_one_miss_is_that_golden_count_towards_suspending_it():
+    tn, tp = "tn-pair", "tp-pair"
+
+    def sheet(tn_level: Level, tp_level: Level) -> list[tuple[str, str, Level]]:
+        return [(tn, Role.GOLDEN_TN, tn_level), (tp, Role.GOLDEN_TP, tp_level)]
+
+    honest = sheet(Level.YES, Level.YES)  # the golden TN (a real match) answered YES
+    careless = sheet(Level.YES, Level.NO)  # misses both: says nothing about either
+    passed = sheet(Level.NO, Level.YES)
+    two = {"w1": honest, "w2": honest, "w3": careless, "w4": passed}
+    assert goldens_to_suspend(two, threshold=3) == []
+    assert goldens_to_suspend(
+        {**two, "w5": sheet(Level.WEAK_YES, Level.WEAK_YES)}, threshold=3
+    ) == [tn]
+    assert goldens_to_suspend({**two, "w5": honest}, threshold=0) == []

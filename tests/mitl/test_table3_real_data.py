@@ -8,7 +8,6 @@ original 1,332 / 6,305; CxC 1,895 / 8,906; ECCV Caption 11,279 / 22,550.
 from __future__ import annotations
 
 import json
-import os
 from importlib import resources
 from io import StringIO
 from pathlib import Path
@@ -17,20 +16,13 @@ import pytest
 from django.core.management import call_command
 from django.db import transaction
 
-# ../shared beside the checkout (the project's layout), or where MITL_SHARED_DIR says.
-_SHARED_DIRS = [
-    Path(os.environ["MITL_SHARED_DIR"]) if os.environ.get("MITL_SHARED_DIR") else None,
-    Path(__file__).parents[2].parent / "shared",
-    Path("/work/shared"),
-]
-COCO_TSV = next(
-    (d / "data/coco5k/captions.tsv" for d in _SHARED_DIRS if d and (d / "data/coco5k").is_dir()),
-    Path(__file__).parents[2].parent / "shared/data/coco5k/captions.tsv",
-)
+from tests.shared_data import COCO5K_CAPTIONS, needs_coco5k
+
+COCO_TSV = COCO5K_CAPTIONS
 ECCV_MISSING_CAPTIONS = {144675, 467259}  # ECCV positives outside the 25,000 captions
 
 pytestmark = [
-    pytest.mark.skipif(not COCO_TSV.is_file(), reason=f"{COCO_TSV} is not in this checkout"),
+    needs_coco5k,
     pytest.mark.django_db,
 ]
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from annotation.errors import ServiceError
 from annotation.handout import hit_assign_next
 from annotation.models import HIT, Assignment, Worker
+from annotation.mturk.confirmation import assignment_mark_confirmed
 from annotation.mturk.hit_page import mturk_assignment_open
 
 from .helpers import (
@@ -63,8 +65,11 @@ def test_a_returned_mturk_assignment_gives_its_slot_to_the_next_worker(annotatin
     assert Assignment.objects.get(external_id="3A02").status == "expired"
     assert HIT.objects.get(pk=hit.pk).active_assignments == 2
 
-    # Submitted work is never given up for a newcomer.
+    # Submitted work is never given up for a newcomer; once MTurk confirmed it, it fills
+    # the HIT. (Unconfirmed, it holds no slot: test_only_work_mturk_confirmed_fills_a_hit.)
     accept_and_submit(hit, "A1W3", "3A03")
+    for done in Assignment.objects.filter(hit=hit, status="submitted"):
+        assignment_mark_confirmed(done, timezone.now())  # the sync found both on MTurk
     with pytest.raises(ServiceError, match="already has all 2 assignments"):
         mturk_assignment_open(hit=hit, worker_id="A1W4", assignment_id="3A04")
     assert Assignment.objects.filter(hit=hit, status__in=["submitted"]).count() == 2
@@ -86,3 +91,41 @@ def test_hits_on_mturk_are_not_handed_to_platform_annotators(annotating_batch):
         HIT.objects.filter(pk=hit.pk).update(external_id=remote_hit_id(hit))
     worker = Worker.objects.create(source="platform", external_id="ann")
     assert hit_assign_next(worker=worker).hit_id == hits[-1].pk  # the one left unpublished
+
+
+# Forged ids: the page is public, so anyone may make up (assignmentId, workerId) pairs.
+FORGED = 40
+
+
+def test_forged_ids_neither_fill_a_hit_nor_pile_up_workers(annotating_batch):
+    hit = hits_of(annotating_batch)[0]
+    HIT.objects.filter(pk=hit.pk).update(max_assignments=1)
+    hit.refresh_from_db()
+    for n in range(FORGED):  # each one opens the page and submits every answer
+        forged = accept_and_submit(hit, f"A1FORGED{n}", f"3FORGED{n}")
+        assert (forged.status, forged.confirmed_at) == ("submitted", None)
+    # A real worker still gets the HIT's one slot, and stores its answers.
+    real = accept_and_submit(hit, "A1REAL", "3REAL")
+    assert (real.status, real.external_id) == ("submitted", "3REAL")
+    # Unconfirmed work is kept per HIT up to a small bound: rows do not grow with FORGED.
+    assert Worker.objects.filter(source="mturk").count() <= FORGED // 2
+    assert Assignment.objects.filter(hit=hit).count() <= FORGED // 2
+
+
+def test_only_work_mturk_confirmed_fills_a_hit(annotating_batch):
+    hit = hits_of(annotating_batch)[0]
+    HIT.objects.filter(pk=hit.pk).update(max_assignments=1)
+    hit.refresh_from_db()
+    real = accept_and_submit(hit, "A1REAL", "3REAL")
+    forged = accept_and_submit(hit, "A1FORGED", "3FORGED")  # unconfirmed work holds no slot
+    assert forged.status == "submitted"
+    assignment_mark_confirmed(real, timezone.now())  # the sync found it on MTurk
+    workers = Worker.objects.count()
+    for n in range(5):
+        with pytest.raises(ServiceError, match="already has all 1 assignments"):
+            mturk_assignment_open(hit=hit, worker_id=f"A1LATE{n}", assignment_id=f"3LATE{n}")
+    assert Worker.objects.count() == workers  # a refused page view stores no worker
+    for n in range(FORGED):  # confirmed work is never pushed out by unconfirmed work
+        with pytest.raises(ServiceError, match="already has all 1 assignments"):
+            accept_and_submit(hit, f"A1MORE{n}", f"3MORE{n}")
+    assert Assignment.objects.get(pk=real.pk).status == "submitted"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from botocore.stub import ANY
 from django.utils import timezone
 
 from annotation.errors import ServiceError
@@ -412,3 +413,31 @@ def test_the_sync_task_says_when_a_batch_is_not_on_mturk(annotating_batch, eager
 def test_the_periodic_sync_leaves_batches_of_the_offline_path_alone(annotating_batch, client, stub):
     annotating_batch.hits.filter(index=0).update(external_id="3HITFROMCSV")  # imported results
     assert mturk_sync_published(clients={"sandbox": client}) == {}
+
+
+def test_made_up_work_on_the_page_does_not_stop_a_rejected_assignment_being_reposted(
+    annotating_batch, client, stub
+):
+    annotating_batch.config = {**annotating_batch.config, "golden_policy": "approve_or_reject"}
+    annotating_batch.save(update_fields=["config"])
+    h0, *rest = publish(annotating_batch, client, stub)  # two slots each
+    accept_and_submit(h0, "A1W1", "3A01", wrong_golden=True)
+    for n in range(2):  # made-up ids: stored, never listed by MTurk
+        accept_and_submit(h0, f"A1FORGED{n}", f"3FORGED{n}")
+    expect_listing(stub, h0, listed(h0, ("3A01", "A1W1", "Submitted")))
+    stub.add_response("reject_assignment", {}, {"AssignmentId": "3A01", "RequesterFeedback": ANY})
+    stub.add_response(
+        "create_additional_assignments_for_hit",
+        {},
+        {
+            "HITId": h0.external_id,
+            "NumberOfAdditionalAssignments": 1,
+            "UniqueRequestToken": "mitl-replace-3A01",
+        },
+    )
+    for hit in rest:
+        expect_listing(stub, hit, [])
+    report = mturk_sync(batch=annotating_batch, client=client)
+    stub.assert_no_pending_responses()
+    assert (report.rejected, report.replaced) == (["3A01"], ["3A01"])
+    assert sorted(report.unconfirmed) == ["3FORGED0", "3FORGED1"]
