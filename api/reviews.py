@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from annotation.models import Assignment
 from annotation.review import assignment_review
-from annotation.selectors import assignment_review_rows, review_queue
+from annotation.review_selectors import assignment_review_rows, review_queue
 
 from .permissions import IsStaff
 

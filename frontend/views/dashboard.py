@@ -6,7 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from annotation.models import Batch, Dataset, ImportJob, Release
-from annotation.selectors import batch_progress, dataset_rows, quality_overview
+from annotation.review_selectors import quality_overview
+from annotation.selectors import batch_progress, dataset_rows
 
 from .access import staff_required
 

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Worker
 from annotation.review import assignment_review, worker_block
-from annotation.selectors import (
+from annotation.review_selectors import (
     assignment_review_rows,
     goldens_suspect,
     goldens_suspended,

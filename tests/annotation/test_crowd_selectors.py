@@ -12,14 +12,14 @@ from django.urls import reverse
 from annotation.handout import assignment_create
 from annotation.models import Assignment, Image, ItemRole, Verdict
 from annotation.review import assignment_review
-from annotation.selectors import (
-    assignment_page,
+from annotation.review_selectors import (
     assignment_review_rows,
     goldens_suspect,
     goldens_suspended,
     review_queue,
     worker_stats,
 )
+from annotation.selectors import assignment_page
 
 from .crowd_factories import (
     FAILS_TP,

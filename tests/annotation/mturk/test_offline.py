@@ -12,7 +12,7 @@ import pytest
 from annotation.models import HIT, Assignment, Judgement
 from annotation.mturk.offline import mturk_export, mturk_results_import
 from annotation.review import assignment_golden_misses, assignment_review
-from annotation.selectors import review_queue
+from annotation.review_selectors import review_queue
 
 from .helpers import (
     BASE,

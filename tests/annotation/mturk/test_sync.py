@@ -18,7 +18,7 @@ from annotation.mturk.payments import mturk_bonus_send
 from annotation.mturk.sync import mturk_sync, mturk_sync_published, mturk_sync_recorded
 from annotation.mturk.sync_report import MISSING_GRACE
 from annotation.review import assignment_review
-from annotation.selectors import review_awaiting_mturk, review_queue
+from annotation.review_selectors import review_awaiting_mturk, review_queue
 from mitl.config import parse_batch_config
 from mitl.quality import AUTOMATIC_REJECTION_PREFIX
 from mitl.services.aggregate import _golden_answers, verdicts_aggregate
