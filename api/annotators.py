@@ -10,11 +10,12 @@ from rest_framework.response import Response
 from annotation.models import MachineAnnotator
 from mitl.services.annotators import annotator_create
 
+from .fields import JSONObjectField
 from .permissions import ReadOrStaffWrites
 
 
 class MachineAnnotatorSerializer(serializers.ModelSerializer):
-    config = serializers.JSONField(
+    config = JSONObjectField(
         required=False, help_text="Kind-specific settings, e.g. {'stop_words': false} for bow."
     )
     version = serializers.CharField(max_length=64, required=False, default="1")
@@ -46,12 +47,14 @@ class MachineAnnotatorViewSet(
     filterset_fields = ["kind"]
 
     @extend_schema(
+        # JSON bodies only in the schema: `config` is an object, which a form cannot carry.
+        request={"application/json": MachineAnnotatorSerializer},
         responses={
             201: MachineAnnotatorSerializer,
             200: OpenApiResponse(
                 MachineAnnotatorSerializer, description="The identical annotator already existed."
             ),
-        }
+        },
     )
     def create(self, request: Request) -> Response:
         """Register an annotator after checking its kind and config (staff).

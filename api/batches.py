@@ -19,6 +19,7 @@ from mitl.config import BatchConfig, ConfigError, parse_batch_config
 from mitl.costs import CENT, cost_estimate
 from mitl.services.pipeline import batch_cancel, batch_create, batch_start
 
+from .fields import JSONObjectField
 from .permissions import IsStaff
 
 
@@ -93,7 +94,7 @@ class BatchCreateSerializer(serializers.Serializer):
         slug_field="name", queryset=Dataset.objects.all(), help_text="Dataset name."
     )
     name = serializers.CharField(max_length=200)
-    config = serializers.JSONField(
+    config = JSONObjectField(
         help_text="Batch configuration (mitl.config.BatchConfig); missing keys take defaults."
     )
 
@@ -135,7 +136,7 @@ class RewardSerializer(serializers.Serializer):
 
 
 class EstimateSerializer(RewardSerializer):
-    config = serializers.JSONField(help_text="A batch configuration not yet created.")
+    config = JSONObjectField(help_text="A batch configuration not yet created.")
 
     def validate_config(self, value: Any) -> BatchConfig:
         return checked_config(value)
@@ -183,7 +184,11 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         """Return one batch with its progress, counts, reports and MTurk state."""
         return self._detail_of(self.get_object())
 
-    @extend_schema(request=BatchCreateSerializer, responses={201: BatchDetailSerializer})
+    # JSON bodies only in the schema: `config` is an object, which a form cannot carry.
+    @extend_schema(
+        request={"application/json": BatchCreateSerializer},
+        responses={201: BatchDetailSerializer},
+    )
     def create(self, request: Request) -> Response:
         """Create a draft batch; a bad config is a 400 whose `errors.config` names the key."""
         serializer = BatchCreateSerializer(data=request.data)
@@ -242,7 +247,9 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         estimate = batch_cost_estimate(batch=batch, reward=reward.validated_data["reward"])
         return Response(CostSerializer(estimate.to_json()).data)
 
-    @extend_schema(request=EstimateSerializer, responses={200: CostSerializer})
+    @extend_schema(
+        request={"application/json": EstimateSerializer}, responses={200: CostSerializer}
+    )
     @action(detail=False, methods=["post"], filterset_class=None)
     def estimate(self, request: Request) -> Response:
         """Estimate a config not yet created: always an upper bound (`hits_at_most`)."""

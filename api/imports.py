@@ -32,10 +32,12 @@ from annotation.models import ImportJob, ImportKind
 from annotation.parsers import CAPTION_FORMATS
 from annotation.positive_parsers import CXC_SCORE_RANGE
 
+from .fields import StrictChoiceField
+
 
 class DatasetImportRequestSerializer(serializers.Serializer):
     name = serializers.SlugField(max_length=100, help_text="Unique name of the new dataset.")
-    format = serializers.ChoiceField(
+    format = StrictChoiceField(  # an empty `format` is refused, not taken as tsv
         choices=CAPTION_FORMATS,
         default="tsv",
         help_text="tsv (caption_id, image_id, file_name, caption), coco (captions JSON with "
@@ -89,7 +91,12 @@ class PositivesImportRequestSerializer(serializers.Serializer):
 
 
 class ImportJobSerializer(serializers.ModelSerializer):
-    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    dataset = serializers.SlugRelatedField(
+        slug_field="name",
+        read_only=True,
+        allow_null=True,
+        help_text="The dataset's name; null until a dataset import has created it.",
+    )
     params = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
 

@@ -277,7 +277,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_FILTER_BACKENDS": ["api.filters.StrictFilterBackend"],  # malformed values: 400
     "DEFAULT_SCHEMA_CLASS": "api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
     # JSON and form bodies capped at DATA_UPLOAD_MAX_MEMORY_SIZE (api/parsers.py).
