@@ -23,6 +23,8 @@ _INTEGER_FIELDS = (models.IntegerField, models.AutoField, models.ForeignKey)
 
 
 class StrictFilterBackend(DjangoFilterBackend):
+    """django-filter's backend that answers a malformed or repeated filter value with a 400."""
+
     def get_filterset(self, request: Request, queryset: Any, view: Any) -> Any:
         filterset = super().get_filterset(request, queryset, view)
         if filterset is not None:

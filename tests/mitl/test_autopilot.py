@@ -15,6 +15,7 @@ from annotation.models import (
     Judgement,
     Release,
 )
+from mitl.judgements import POSITIVE_LEVELS
 from mitl.services.autopilot import REPORT_KEY, AutopilotStep, autopilot_request, crowd_autopilot
 from mitl.tasks import crowd_autopilot as crowd_autopilot_task
 
@@ -83,9 +84,12 @@ def test_without_a_synthetic_truth_the_crowd_answers_from_the_known_positives(an
     goldens = Judgement.objects.filter(assignment__hit__batch=batch)
     tp = goldens.filter(item__role=ItemRole.GOLDEN_TP)
     tn = goldens.filter(item__role=ItemRole.GOLDEN_TN)
-    # golden positives are original pairs (YES to the oracle), golden negatives are not
-    assert tp.filter(level="yes").count() / tp.count() > 0.7
-    assert tn.filter(level="no").count() / tn.count() > 0.7
+    # golden positives are original pairs (YES to the oracle), golden negatives are not. The
+    # oracle's truth is yes or no; honest mistakes move an answer to its neighbour level, so
+    # the exact "100%" levels were a seed-dependent share (it failed for some batch ids).
+    yes_side = [level.value for level in POSITIVE_LEVELS]
+    assert tp.filter(level__in=yes_side).count() / tp.count() > 0.7
+    assert tn.exclude(level__in=yes_side).count() / tn.count() > 0.7
 
 
 def test_a_second_delivery_after_closing_does_nothing(annotating_batch):
