@@ -33,12 +33,10 @@ from .models import (
     AssignmentStatus,
     BatchState,
     HITItem,
-    ItemRole,
     Judgement,
+    golden_checked,
     mturk_unconfirmed,
 )
-
-GOLDEN_ROLES = (ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN)
 
 # What a worker whose automatic rejection is withdrawn reads.
 REJECTION_WITHDRAWN = (
@@ -49,9 +47,7 @@ REJECTION_WITHDRAWN = (
 
 def goldens_in_force(hit_id: int):
     """The HIT's golden items whose answers are still checked (not suspended)."""
-    return HITItem.objects.filter(
-        hit_id=hit_id, role__in=GOLDEN_ROLES, golden_suspended_at__isnull=True
-    )
+    return HITItem.objects.filter(golden_checked(), hit_id=hit_id)
 
 
 def goldens_suspend_failed(

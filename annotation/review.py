@@ -28,7 +28,7 @@ from mitl.quality import (
 from .errors import ServiceError
 from .goldens import goldens_suspend_failed
 from .handout import hits_lock, hits_recount_slots
-from .models import Assignment, AssignmentStatus, Judgement, Worker
+from .models import Assignment, AssignmentStatus, Judgement, Worker, golden_checked
 
 
 def assignment_golden_misses(*, assignment_id: int) -> list[GoldenMiss]:
@@ -37,9 +37,7 @@ def assignment_golden_misses(*, assignment_id: int) -> list[GoldenMiss]:
     Suspended goldens (`annotation.goldens`) are not checked any more.
     """
     rows = (
-        Judgement.objects.filter(
-            assignment_id=assignment_id, item__golden_suspended_at__isnull=True
-        )
+        Judgement.objects.filter(golden_checked("item__"), assignment_id=assignment_id)
         .order_by("item__position")
         .values_list("item__role", "item__position", "level")
     )

@@ -31,6 +31,7 @@ from .models import (
     ItemRole,
     Judgement,
     Worker,
+    golden_checked,
     mturk_unconfirmed,
 )
 
@@ -132,9 +133,7 @@ def worker_stats(*, workers: Sequence[Worker] | None = None) -> list[WorkerStats
         hit_ms[row["worker_id"]].append(row["total"] or 0)
     golden: dict[int, list[bool]] = defaultdict(list)
     goldens = Judgement.objects.filter(
-        assignment__worker_id__in=ids,
-        item__role__in=[ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN],
-        item__golden_suspended_at__isnull=True,
+        golden_checked("item__"), assignment__worker_id__in=ids
     ).values_list("assignment__worker_id", "item__role", "level")
     for worker_id, role, level in goldens:
         golden[worker_id].append(golden_answered_right(role, Level(level)))

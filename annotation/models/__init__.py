@@ -33,6 +33,7 @@ from .work import (
     Judgement,
     Worker,
     WorkerSource,
+    golden_checked,
     mturk_unconfirmed,
 )
 
@@ -69,5 +70,6 @@ __all__ = [
     "Verdict",
     "Worker",
     "WorkerSource",
+    "golden_checked",
     "mturk_unconfirmed",
 ]

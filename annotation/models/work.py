@@ -233,6 +233,17 @@ class Assignment(models.Model):
         return self.external_id is not None and self.confirmed_at is None
 
 
+def golden_checked(prefix: str = "") -> Q:
+    """Match golden HIT items whose answers are still checked (`prefix`: the path to the
+    item, e.g. "item__"): a suspended golden (`annotation.goldens`) is probably wrong."""
+    return Q(
+        **{
+            f"{prefix}role__in": (ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN),
+            f"{prefix}golden_suspended_at__isnull": True,
+        }
+    )
+
+
 def mturk_unconfirmed(prefix: str = "") -> Q:
     """Match MTurk work that MTurk has not confirmed (`prefix`: the path to the assignment).
 

@@ -17,6 +17,7 @@ from annotation.models import (
     PositiveSet,
     PositiveSource,
     Verdict,
+    golden_checked,
     mturk_unconfirmed,
 )
 from mitl.aggregation import WorkerAnswer, aggregate
@@ -113,9 +114,8 @@ def _golden_answers(batch: Batch, known: dict[Hashable, bool]) -> list[WorkerAns
     answers = []
     for image_id, caption_id, role, worker_id, level in (
         Judgement.objects.filter(
+            golden_checked("item__"),  # a suspended golden is likely wrong: no known truth
             assignment__hit__batch=batch,
-            item__role__in=[ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN],
-            item__golden_suspended_at__isnull=True,  # likely wrong: no known truth
         )
         .exclude(assignment__status__in=[AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED])
         .exclude(mturk_unconfirmed("assignment__"))
