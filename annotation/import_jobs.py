@@ -41,6 +41,7 @@ from .services import (
     positives_import_cxc,
     positives_import_eccv,
 )
+from .task_leases import LeaseSpec, task_queue
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ def import_job_create(
             job = ImportJob.objects.create(kind=kind, params=params, created_by=created_by)
             target = import_staging_dir(job.pk)
             folder.rename(target)
-            transaction.on_commit(lambda: _queue(job.pk))
+            _queue(job.pk)  # leased now, sent once the job is committed
     except BaseException as exc:
         shutil.rmtree(folder, ignore_errors=True)
         if target is not None:  # renamed, then the job was rolled back
@@ -238,10 +239,15 @@ def _request_error(
 # --- running a job --------------------------------------------------------------------
 
 
+def import_lease(job_id: int) -> LeaseSpec:
+    """The lease of `annotation.run_import` for one job."""
+    return LeaseSpec(key=f"import:{job_id}", import_job_id=job_id)
+
+
 def _queue(job_id: int) -> None:
     from .tasks import run_import  # imported here: tasks import this module
 
-    run_import.delay(job_id)
+    task_queue(run_import, [job_id], import_lease(job_id))
 
 
 def _run(job: ImportJob, folder: Path, progress: ProgressWriter) -> Dataset:

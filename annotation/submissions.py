@@ -21,6 +21,7 @@ from mitl.judgements import Level, validate_followups
 from mitl.quality import golden_misses
 
 from .errors import ServiceError
+from .faults import fault_pause
 from .goldens import goldens_suspend_failed
 from .handout import hits_lock, hits_recount_slots
 from .models import (
@@ -102,6 +103,7 @@ def assignment_submit(
             worker=worker,
             now=now,
         )
+        fault_pause("submit")
     if result is None:  # recorded as expired, committed above
         raise ServiceError(_EXPIRED)
     return result
@@ -134,6 +136,7 @@ def assignment_submit_own(
             worker=worker,
             now=now,
         )
+        fault_pause("submit")
     if result is None:
         raise ServiceError(_EXPIRED)
     return result

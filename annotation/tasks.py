@@ -8,8 +8,9 @@ from celery import shared_task
 from django.conf import settings
 
 from .handout import assignments_expire, hits_recount_slots
-from .import_jobs import import_job_run
+from .import_jobs import import_job_run, import_lease
 from .import_staging import import_staging_clean
+from .task_leases import lease_held, leases_recover
 
 
 @shared_task(name="annotation.expire_assignments", ignore_result=True, time_limit=60)
@@ -23,13 +24,24 @@ def expire_assignments() -> int:
 # A soft limit fails the job cleanly (its stored files are removed); the hard one follows.
 @shared_task(
     name="annotation.run_import",
+    bind=True,
     ignore_result=True,
     soft_time_limit=6 * 3600,
     time_limit=6 * 3600 + 120,
 )
-def run_import(job_id: int) -> str:
+def run_import(self, job_id: int) -> str:
     """Run one import job (idempotent: a job that is done or failed is left as it is)."""
-    return import_job_run(job_id=job_id).status
+    with lease_held(self, import_lease(job_id)) as held:
+        if not held:
+            return "running elsewhere"
+        return import_job_run(job_id=job_id).status
+
+
+@shared_task(name="annotation.recover_tasks", ignore_result=True, time_limit=120)
+def recover_tasks() -> dict[str, list[str]]:
+    """Send again the stages and imports whose worker was lost (Celery beat, every 30 s)."""
+    recovery = leases_recover()
+    return {"resent": recovery.resent, "abandoned": recovery.abandoned}
 
 
 @shared_task(name="annotation.clean_import_staging", ignore_result=True, time_limit=600)

@@ -42,6 +42,20 @@ def _env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return int(value)
 
 
+def _env_pauses(name: str) -> dict[str, float]:
+    """Read "point=seconds,point=seconds" (annotation/faults.py); empty when unset."""
+    pauses: dict[str, float] = {}
+    for entry in filter(None, (part.strip() for part in os.environ.get(name, "").split(","))):
+        point, _, seconds = entry.partition("=")
+        try:
+            pauses[point.strip()] = float(seconds)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {entry!r} is not point=seconds (e.g. submit=1.5)"
+            ) from None
+    return pauses
+
+
 _RATE = re.compile(r"^[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)$")
 
 
@@ -206,8 +220,24 @@ CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_ACKS_LATE = True
 # With late acks, Redis redelivers a task not acknowledged within the visibility timeout
 # (1 h by default): it must outlast the longest task (imports, up to 6 h) or a running
-# task starts a second time.
+# task starts a second time. Recovering from a lost worker does not wait for it: the task
+# leases below do (docs/architecture.md, "Lost workers").
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 7 * 3600}
+# A running stage or import heart-beats every TASK_HEARTBEAT_S; the watchdog
+# (annotation.recover_tasks, every 30 s) sends it again once its heartbeat is
+# TASK_STALE_S old, or once it has waited TASK_QUEUED_STALE_S for a worker (a message
+# lost with the broker's memory), and gives up after TASK_MAX_RESENDS tries.
+# Test-only pauses at named points (annotation/faults.py): "submit=1.5,stage:pooling=20".
+FAULT_PAUSES = _env_pauses("MITL_FAULT_PAUSES")
+TASK_HEARTBEAT_S = _env_int("TASK_HEARTBEAT_S", 10, minimum=1)
+TASK_STALE_S = _env_int("TASK_STALE_S", 60, minimum=2)
+TASK_QUEUED_STALE_S = _env_int("TASK_QUEUED_STALE_S", 900, minimum=2)
+TASK_MAX_RESENDS = _env_int("TASK_MAX_RESENDS", 3, minimum=0)
+if TASK_STALE_S <= 2 * TASK_HEARTBEAT_S:
+    raise ImproperlyConfigured(
+        f"TASK_STALE_S ({TASK_STALE_S}) must exceed two heartbeats "
+        f"(TASK_HEARTBEAT_S = {TASK_HEARTBEAT_S}), or live tasks would be sent again"
+    )
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -220,6 +250,8 @@ CELERY_BEAT_SCHEDULE = {
     "mturk-sync": {"task": "annotation.mturk_sync", "schedule": 300.0},
     # Remove import uploads left behind by a web process killed mid-request.
     "clean-import-staging": {"task": "annotation.clean_import_staging", "schedule": 3600.0},
+    # Send again the stages and imports whose worker was lost (annotation/task_leases.py).
+    "recover-tasks": {"task": "annotation.recover_tasks", "schedule": 30.0},
 }
 # An import's staged uploads older than this, that no queued or running job needs, are
 # deleted by the hourly task above and `manage.py import_staging_clean`.

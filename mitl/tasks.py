@@ -5,18 +5,21 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
+from annotation.faults import fault_pause
 from annotation.models import Batch, BatchState
+from annotation.task_leases import lease_held
 from mitl.services.pipeline import (
     AUTOMATIC_STAGES,
     next_state,
     retrieval_chunk_run,
     stage_advance,
 )
-from mitl.services.queueing import stage_queue
+from mitl.services.queueing import chunk_lease, close_lease, stage_lease, stage_queue
 
 
 @shared_task(
     name="mitl.run_stage",
+    bind=True,
     autoretry_for=(OperationalError,),
     retry_backoff=True,
     max_retries=3,
@@ -24,17 +27,21 @@ from mitl.services.queueing import stage_queue
     soft_time_limit=3 * 3600,
     time_limit=3 * 3600 + 60,
 )
-def run_stage(batch_id: int, stage: str) -> str:
+def run_stage(self, batch_id: int, stage: str) -> str:
     """Run one stage of a batch; chain the next one when it runs by itself."""
-    if stage_advance(batch_id=batch_id, stage=stage, fan_out=True):
-        following = next_state(stage)
-        if following in AUTOMATIC_STAGES:
-            stage_queue(batch_id=batch_id, stage=following)
+    with lease_held(self, stage_lease(batch_id, stage)) as held:
+        if held:
+            fault_pause(f"stage:{stage}")
+        if held and stage_advance(batch_id=batch_id, stage=stage, fan_out=True):
+            following = next_state(stage)
+            if following in AUTOMATIC_STAGES:
+                stage_queue(batch_id=batch_id, stage=following)
     return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
 
 
 @shared_task(
     name="mitl.retrieve_chunk",
+    bind=True,
     autoretry_for=(OperationalError,),
     retry_backoff=True,
     max_retries=3,
@@ -42,21 +49,25 @@ def run_stage(batch_id: int, stage: str) -> str:
     soft_time_limit=3600,
     time_limit=3660,
 )
-def retrieve_chunk(batch_id: int, annotator_id: int, query_ids: list[int]) -> bool:
+def retrieve_chunk(self, batch_id: int, annotator_id: int, query_ids: list[int]) -> bool:
     """Rank one block of queries with one annotator; the last block starts pooling."""
-    completed = retrieval_chunk_run(
-        batch_id=batch_id, annotator_id=annotator_id, query_ids=query_ids
-    )
+    with lease_held(self, chunk_lease(batch_id, annotator_id, query_ids)) as held:
+        if held:
+            fault_pause(f"stage:{BatchState.RETRIEVING}")
+        completed = held and retrieval_chunk_run(
+            batch_id=batch_id, annotator_id=annotator_id, query_ids=query_ids
+        )
     if completed:
         stage_queue(batch_id=batch_id, stage=BatchState.POOLING)
     return completed
 
 
-@shared_task(name="mitl.close_annotation", acks_late=True)
-def close_annotation(batch_id: int, force: bool = False) -> str:
+@shared_task(name="mitl.close_annotation", bind=True, acks_late=True)
+def close_annotation(self, batch_id: int, force: bool = False) -> str:
     """End the annotating stage (when complete, or early with `force`) and aggregate."""
-    if stage_advance(batch_id=batch_id, stage=BatchState.ANNOTATING, force=force):
-        stage_queue(batch_id=batch_id, stage=BatchState.AGGREGATING)
+    with lease_held(self, close_lease(batch_id)) as held:
+        if held and stage_advance(batch_id=batch_id, stage=BatchState.ANNOTATING, force=force):
+            stage_queue(batch_id=batch_id, stage=BatchState.AGGREGATING)
     return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
 
 

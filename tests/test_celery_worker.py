@@ -5,19 +5,26 @@ Services tier: needs PostgreSQL (DATABASE_URL) and Redis; CI sets REQUIRE_SERVIC
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
+from typing import IO
 
 import pytest
 from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.utils import timezone
 
-from annotation.models import HIT, Batch, BatchState, Candidate, Ranking
+from annotation.models import HIT, Batch, BatchState, Candidate, LeaseState, Ranking, TaskLease
+from annotation.task_leases import leases_recover
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -55,11 +62,17 @@ def _forget_broker_state(app) -> None:
     app.__dict__.pop("amqp", None)  # cached: queues, router and producer pool
 
 
+WorkerStart = Callable[..., subprocess.Popen]
+
+
 @pytest.fixture
-def worker(celery_queue: str, broker_url: str, tmp_path: Path) -> Iterator[subprocess.Popen]:
-    """Start `celery worker` against the test database and the test queue."""
+def worker_start(celery_queue: str, broker_url: str, tmp_path: Path) -> Iterator[WorkerStart]:
+    """Start `celery worker` processes against the test database and the test queue.
+
+    Each logs to tmp_path/<name>.log; extra keyword arguments become its environment.
+    """
     db = settings.DATABASES["default"]
-    env = {
+    base_env = {
         **os.environ,
         "DATABASE_URL": (
             f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
@@ -70,36 +83,50 @@ def worker(celery_queue: str, broker_url: str, tmp_path: Path) -> Iterator[subpr
         "RELEASES_DIR": str(settings.RELEASES_DIR),
         "PYTHONUNBUFFERED": "1",  # the tests read the worker's log while it runs
     }
-    log = (tmp_path / "worker.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--pool",
-            "solo",
-            "--queues",
-            celery_queue,
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel",
-            "info",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    yield process
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+    started: list[tuple[subprocess.Popen, IO[str]]] = []
+
+    def start(name: str = "worker", **env: str) -> subprocess.Popen:
+        log = (tmp_path / f"{name}.log").open("w")
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--pool",
+                "solo",
+                "--queues",
+                celery_queue,
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "info",
+            ],
+            cwd=ROOT,
+            env={**base_env, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        started.append((process, log))
+        return process
+
+    yield start
+    for process, log in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        log.close()
+
+
+@pytest.fixture
+def worker(worker_start: WorkerStart) -> subprocess.Popen:
+    """One worker, logging to tmp_path/worker.log."""
+    return worker_start()
 
 
 def _wait_for_state(batch: Batch, state: str, worker: subprocess.Popen, log: Path) -> None:
@@ -155,3 +182,148 @@ def test_a_stage_delivered_twice_changes_nothing(batch, worker, tmp_path):
         Candidate.objects.filter(batch=batch).count(),
         HIT.objects.filter(batch=batch).count(),
     )
+
+
+# --- lost workers and lost messages (annotation/task_leases.py) ------------------------
+
+
+def _queued_messages(broker_url: str, queue: str) -> list[tuple[str, list]]:
+    """The (task name, args) of every message waiting in the Redis queue, oldest first."""
+    import redis
+
+    messages = []
+    for raw in reversed(redis.Redis.from_url(broker_url).lrange(queue, 0, -1)):
+        message = json.loads(raw)
+        args = json.loads(base64.b64decode(message["body"]))[0]
+        messages.append((message["headers"]["task"], args))
+    return messages
+
+
+def _pairs_of(batch: Batch) -> set[tuple[str, int, int]]:
+    return set(
+        Candidate.objects.filter(batch=batch).values_list(
+            "direction", "image__ext_id", "caption__ext_id"
+        )
+    )
+
+
+def test_a_stage_whose_worker_was_killed_is_sent_again_and_ends_as_if_undisturbed(
+    batch, dataset, small_config, worker_start, tmp_path, settings
+):
+    from mitl.services.pipeline import batch_create, batch_run_until, batch_start
+
+    fast = {"TASK_HEARTBEAT_S": "1", "TASK_STALE_S": "3"}
+    settings.TASK_HEARTBEAT_S, settings.TASK_STALE_S = 1, 3  # the watchdog's side
+    doomed = worker_start("doomed", MITL_FAULT_PAUSES="stage:retrieving=120", **fast)
+    batch_start(batch=batch)
+    lease = TaskLease.objects.filter(key=f"batch:{batch.pk}:retrieving")
+    deadline = time.monotonic() + 60
+    while not lease.filter(state=LeaseState.RUNNING).exists():
+        assert time.monotonic() < deadline, (tmp_path / "doomed.log").read_text()
+        time.sleep(0.2)
+    doomed.kill()  # SIGKILL inside the stage: its message stays unacked in Redis for 7 h
+    doomed.wait()
+    survivor = worker_start("survivor", **fast)
+
+    deadline = time.monotonic() + 30
+    while not (recovery := leases_recover()).resent:  # the heartbeat goes stale in 3 s
+        assert time.monotonic() < deadline, "the lost stage was never sent again"
+        batch.refresh_from_db()
+        assert batch.state == BatchState.RETRIEVING  # nothing moves by itself meanwhile
+        time.sleep(0.5)
+    assert recovery.resent == [f"batch:{batch.pk}:retrieving"]
+    _wait_for_state(batch, BatchState.ANNOTATING, survivor, tmp_path / "survivor.log")
+    assert not TaskLease.objects.filter(batch=batch).exists()  # every task ended
+
+    twin = batch_create(dataset=dataset, name="undisturbed twin", raw_config=small_config)
+    assert batch_run_until(batch_id=twin.pk, until=BatchState.ANNOTATING) == "annotating"
+    assert _pairs_of(batch) == _pairs_of(twin)
+    assert Ranking.objects.filter(query__batch=batch).count() == 2 * 16
+    assert HIT.objects.filter(batch=batch).count() == HIT.objects.filter(batch=twin).count()
+
+
+def test_the_watchdog_sends_a_lost_message_again_and_gives_up_after_the_limit(
+    batch, celery_queue, broker_url, settings
+):
+    settings.TASK_QUEUED_STALE_S, settings.TASK_MAX_RESENDS = 60, 2
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # batch_run below queues, as with a broker
+    Batch.objects.filter(pk=batch.pk).update(state=BatchState.POOLING)
+    now = timezone.now()
+    lost = TaskLease.objects.create(
+        key=f"batch:{batch.pk}:pooling",
+        task="mitl.run_stage",
+        args=[batch.pk, "pooling"],
+        state=LeaseState.QUEUED,
+        queued_at=now - timedelta(minutes=2),
+        batch=batch,
+    )
+    waiting = TaskLease.objects.create(  # queued 10 s ago: still waiting for a worker
+        key="import:1", task="annotation.run_import", args=[1], state="queued", queued_at=now
+    )
+    alive = TaskLease.objects.create(  # its worker heart-beats
+        key="import:2",
+        task="annotation.run_import",
+        args=[2],
+        state=LeaseState.RUNNING,
+        holder="w",
+        queued_at=now - timedelta(hours=1),
+        heartbeat_at=now,
+    )
+
+    assert leases_recover().resent == [lost.key]
+    assert _queued_messages(broker_url, celery_queue) == [("mitl.run_stage", [batch.pk, "pooling"])]
+    lost.refresh_from_db()
+    assert (lost.state, lost.resent) == (LeaseState.QUEUED, 1)
+    assert leases_recover().resent == []  # just sent: it waits its turn again
+    waiting.refresh_from_db()
+    alive.refresh_from_db()
+    assert (waiting.resent, alive.state, alive.holder) == (0, LeaseState.RUNNING, "w")
+
+    alive.delete()  # its task ended
+
+    later = timezone.now() + timedelta(minutes=5)
+    assert leases_recover(now=later).resent == [lost.key, waiting.key]  # lost again
+    recovery = leases_recover(now=later + timedelta(minutes=5))
+    # The third loss: given up, and the batch says why; the other is sent a second time.
+    assert (recovery.abandoned, recovery.resent) == ([lost.key], [waiting.key])
+    batch.refresh_from_db()
+    assert "lost its worker 3 times" in batch.error and f"batch_run {batch.pk}" in batch.error
+    assert TaskLease.objects.get(pk=lost.pk).state == LeaseState.ABANDONED
+    assert len(_queued_messages(broker_url, celery_queue)) == 4
+
+    # `batch_run` resumes it: error cleared, leased and sent once more.
+    with pytest.raises(CommandError, match="still pooling"):
+        call_command("batch_run", batch.pk, "--timeout", "0.5", "--no-progress")
+    batch.refresh_from_db()
+    assert batch.error == ""
+    assert TaskLease.objects.get(pk=lost.pk).state == LeaseState.QUEUED
+    assert _queued_messages(broker_url, celery_queue)[-1] == (
+        "mitl.run_stage",
+        [batch.pk, "pooling"],
+    )
+
+
+def test_a_task_whose_lease_a_live_worker_holds_does_nothing(batch, worker, tmp_path):
+    from mitl.tasks import run_stage
+
+    Batch.objects.filter(pk=batch.pk).update(state=BatchState.POOLING)
+    now = timezone.now()
+    TaskLease.objects.create(
+        key=f"batch:{batch.pk}:pooling",
+        task="mitl.run_stage",
+        args=[batch.pk, "pooling"],
+        state=LeaseState.RUNNING,
+        holder="another worker",
+        queued_at=now,
+        heartbeat_at=now + timedelta(minutes=5),  # alive for the whole test
+    )
+    result = run_stage.delay(batch.pk, BatchState.POOLING)
+    log = tmp_path / "worker.log"
+    deadline = time.monotonic() + 60
+    while f"[{result.id}] succeeded" not in log.read_text():
+        assert time.monotonic() < deadline, f"task not done after 60 s:\n{log.read_text()}"
+        time.sleep(0.2)
+    batch.refresh_from_db()
+    assert batch.state == BatchState.POOLING  # the holder runs the stage, not this delivery
+    assert not Candidate.objects.filter(batch=batch).exists()
+    assert TaskLease.objects.get(key=f"batch:{batch.pk}:pooling").holder == "another worker"

@@ -23,6 +23,7 @@ from .dataset import (
     PositiveSource,
 )
 from .imports import ImportJob, ImportKind, ImportStatus
+from .leases import LeaseState, TaskLease
 from .results import Evaluation, Release, Verdict
 from .work import (
     HIT,
@@ -58,6 +59,7 @@ __all__ = [
     "InvalidReason",
     "ItemRole",
     "Judgement",
+    "LeaseState",
     "MachineAnnotator",
     "Modality",
     "PositivePair",
@@ -67,6 +69,7 @@ __all__ = [
     "Query",
     "Ranking",
     "Release",
+    "TaskLease",
     "Verdict",
     "Worker",
     "WorkerSource",

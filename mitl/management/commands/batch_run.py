@@ -8,8 +8,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchStageProgress, BatchState
 from mitl.management.progress_bars import StageBars
-from mitl.services.pipeline import STAGE_ORDER, batch_run_until, batch_start
-from mitl.services.queueing import annotation_close_queue
+from mitl.services.pipeline import AUTOMATIC_STAGES, STAGE_ORDER, batch_run_until, batch_start
+from mitl.services.queueing import annotation_close_queue, stage_queue
 
 
 class Command(BaseCommand):
@@ -17,7 +17,8 @@ class Command(BaseCommand):
         "Run a batch's stages until STAGE (default: released) or until it waits for people "
         "in the annotating stage. Without a broker the stages run in this process; with "
         "CELERY_BROKER_URL set they run on Celery workers and this command shows their progress. "
-        "--force closes annotating early, aggregating whatever approved work exists."
+        "--force closes annotating early, aggregating whatever approved work exists. A stage "
+        "that failed (or whose workers kept being lost) is queued again."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -58,6 +59,10 @@ class Command(BaseCommand):
             batch_start(batch=batch)
         elif batch.state == BatchState.ANNOTATING:
             annotation_close_queue(batch_id=batch.pk, force=options["force"])
+        elif batch.state in AUTOMATIC_STAGES and batch.error:
+            # Resume a stage that failed, or that its workers kept losing: queue it again.
+            Batch.objects.filter(pk=batch.pk, state=batch.state).update(error="")
+            stage_queue(batch_id=batch.pk, stage=batch.state)
         until_index = STAGE_ORDER.index(options["until"])
         deadline = time.monotonic() + options["timeout"]
         while time.monotonic() < deadline:
