@@ -1,21 +1,27 @@
 """Submitting crowd work: deadlines, whose work it is, a repeat submission, and a batch that
 stops taking answers.
 
-Time moves through the `now=` arguments, never by sleeping. `test_services.py` covers the
-validation of answers and `test_review.py` what the golden policy decides at submission;
-this file does not repeat them.
+Time moves through the `now=` arguments, never by sleeping. On PostgreSQL, one HIT
+submitted from many connections at once, with the same and with different answers.
+`test_services.py` covers the validation of answers and `test_review.py` what the golden
+policy decides at submission; this file does not repeat them.
 """
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.db import connection
 
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Batch, BatchState, Judgement
+from annotation.submissions import SubmissionResult
 
 from .crowd_factories import (
     FAILS_TP,
     MINUTE,
+    RIGHT,
     T0,
     answers,
     batch_make,
@@ -93,3 +99,64 @@ def test_work_on_a_batch_that_left_annotating_is_refused_and_nothing_stored(tiny
         submit(assignment, answers(hit))
     assert not Judgement.objects.exists()
     assert status_of(assignment) == "accepted"
+
+
+# --- the same HIT submitted from several connections at once (PostgreSQL) -------------------
+
+DOUBLE_SUBMITS = 8
+
+
+def submit_all_at_once(assignment: Assignment, payloads: list[list]) -> list[object]:
+    """Submit each payload from its own thread and connection, all at once.
+
+    Returns, per payload in order, the SubmissionResult or the exception it raised.
+    """
+    barrier = threading.Barrier(len(payloads))
+    outcomes: list[object] = [None] * len(payloads)
+
+    def send(i: int) -> None:
+        try:
+            connection.ensure_connection()
+            barrier.wait()
+            outcomes[i] = submit(assignment, payloads[i], worker=assignment.worker)
+        except Exception as exc:  # reported by the test, not swallowed
+            outcomes[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(payloads))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("payloads", ["same", "different"])
+def test_a_hit_submitted_many_times_at_once_is_stored_once_and_whole(tiny, payloads):
+    assert connection.vendor == "postgresql"
+    hit = hit_make(batch_make(tiny), 0)
+    assignment = take(worker_make("double-submitter"))
+    sent = [
+        answers(hit, RIGHT if i % 2 == 0 or payloads == "same" else {**RIGHT, "task": "yes"})
+        for i in range(DOUBLE_SUBMITS)
+    ]
+
+    outcomes = submit_all_at_once(assignment, sent)
+
+    assert all(isinstance(o, SubmissionResult) for o in outcomes), outcomes
+    assert sum(o.created for o in outcomes) == 1  # one stored it; the others got it back
+    winner = next(i for i, o in enumerate(outcomes) if o.created)
+    stored = list(
+        Judgement.objects.filter(assignment=assignment)
+        .order_by("item__position")
+        .values_list("item_id", "level")
+    )
+    # Exactly the winner's answers, none mixed in from a loser's payload.
+    assert stored == [(answer.item_id, answer.level) for answer in sent[winner]]
+    for outcome in outcomes:
+        assert sorted((j.item_id, j.level) for j in outcome.judgements) == sorted(stored)
+    assert status_of(assignment) == "approved"
+    assert Assignment.objects.filter(hit=hit).count() == 1
