@@ -153,6 +153,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+        # A kept connection is checked before reuse, so the first request after a database
+        # restart reconnects instead of failing.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -224,15 +227,16 @@ CELERY_TASK_ACKS_LATE = True
 # leases below do (docs/architecture.md, "Lost workers").
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 7 * 3600}
 # A running stage or import heart-beats every TASK_HEARTBEAT_S; the watchdog
-# (annotation.recover_tasks, every 30 s) sends it again once its heartbeat is
-# TASK_STALE_S old, or once it has waited TASK_QUEUED_STALE_S for a worker (a message
-# lost with the broker's memory), and gives up after TASK_MAX_RESENDS tries.
+# (annotation.recover_tasks, every TASK_RECOVER_EVERY_S) sends it again once its
+# heartbeat is TASK_STALE_S old, or once it has waited TASK_QUEUED_STALE_S for a worker
+# (a message lost with the broker's memory), and gives up after TASK_MAX_RESENDS tries.
 # Test-only pauses at named points (annotation/faults.py): "submit=1.5,stage:pooling=20".
 FAULT_PAUSES = _env_pauses("MITL_FAULT_PAUSES")
 TASK_HEARTBEAT_S = _env_int("TASK_HEARTBEAT_S", 10, minimum=1)
 TASK_STALE_S = _env_int("TASK_STALE_S", 60, minimum=2)
 TASK_QUEUED_STALE_S = _env_int("TASK_QUEUED_STALE_S", 900, minimum=2)
 TASK_MAX_RESENDS = _env_int("TASK_MAX_RESENDS", 3, minimum=0)
+TASK_RECOVER_EVERY_S = float(_env_int("TASK_RECOVER_EVERY_S", 30, minimum=1))
 if TASK_STALE_S <= 2 * TASK_HEARTBEAT_S:
     raise ImproperlyConfigured(
         f"TASK_STALE_S ({TASK_STALE_S}) must exceed two heartbeats "
@@ -251,7 +255,7 @@ CELERY_BEAT_SCHEDULE = {
     # Remove import uploads left behind by a web process killed mid-request.
     "clean-import-staging": {"task": "annotation.clean_import_staging", "schedule": 3600.0},
     # Send again the stages and imports whose worker was lost (annotation/task_leases.py).
-    "recover-tasks": {"task": "annotation.recover_tasks", "schedule": 30.0},
+    "recover-tasks": {"task": "annotation.recover_tasks", "schedule": TASK_RECOVER_EVERY_S},
 }
 # An import's staged uploads older than this, that no queued or running job needs, are
 # deleted by the hourly task above and `manage.py import_staging_clean`.

@@ -7,6 +7,9 @@ from django.views.generic import RedirectView
 
 from frontend.views.accounts import LoginView
 
+# A database or cache outage answers 503 with Retry-After, other failures 500.
+handler500 = "config.outages.server_error_or_outage"
+
 urlpatterns = [
     # One login page, with limits on password attempts, for the admin too.
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
