@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo test serve worker bench lint clean chromium
+.PHONY: install migrate demo test serve worker bench soak lint clean chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ bench: install
 	$(PY) benchmarks/bench_retrieval.py
 	$(PY) benchmarks/bench_metrics.py
 	$(PY) benchmarks/bench_submit.py
+
+# Kills, restarts and load on a private stack (PostgreSQL and Redis binaries needed);
+# prints one JSON summary (docs/soak.md). Not part of `make test`: tests/test_soak.py
+# runs a small version.
+soak: install
+	HF_HUB_OFFLINE=1 $(PY) -m soak.run
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -77,6 +77,20 @@ class ImportJobAdmin(admin.ModelAdmin):
     raw_id_fields = ("dataset", "created_by")
 
 
+@admin.register(models.TaskLease)
+class TaskLeaseAdmin(admin.ModelAdmin):
+    """Background tasks in flight; read-only: the workers and the watchdog own these rows."""
+
+    list_display = ("key", "task", "state", "heartbeat_at", "queued_at", "resent")
+    list_filter = ("state", "task")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(models.Evaluation)
 class EvaluationAdmin(admin.ModelAdmin):
     list_display = ("model_name", "release", "submitted_by", "created_at")

@@ -5,7 +5,9 @@ honest worker fails it, the golden policy flags or rejects them all, and the HIT
 round and round. When `golden_suspend_after` distinct workers fail one golden pair while
 passing every other golden of their HIT (`mitl.quality.goldens_to_suspend`), the pair is
 suspended: its answers are no longer checked, the work it alone failed is decided again
-as if it had passed, and the review page lists it for an admin.
+as if it had passed, and the review page lists it for an admin. The HIT's later workers
+see a fresh golden of the same kind in its place (drawn as packing draws them); work
+handed out before keeps the page it was given (`models.items_shown_to`).
 
 The caller holds the HIT's row (`handout.hits_lock`); the assignments are locked here,
 after it, in pk order.
@@ -14,9 +16,14 @@ after it, in pk order.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import datetime
 
-from mitl.config import batch_config
+import numpy as np
+from django.db.models import Max, Q
+
+from mitl.config import BatchConfig, batch_config
+from mitl.hits import GoldenPool, NegativeSource, PackingError, Role, golden_replacement
 from mitl.judgements import Level
 from mitl.quality import (
     AUTOMATIC_REJECTION_PREFIX,
@@ -32,8 +39,14 @@ from .models import (
     Assignment,
     AssignmentStatus,
     BatchState,
+    Caption,
+    Direction,
     HITItem,
+    Image,
     Judgement,
+    PositivePair,
+    Query,
+    Ranking,
     golden_checked,
     mturk_unconfirmed,
 )
@@ -79,7 +92,115 @@ def goldens_suspend_failed(
         return []
     HITItem.objects.filter(pk__in=suspended).update(golden_suspended_at=now)
     _failed_work_redecide(hit_id=hit_id, policy=policy or config.golden_policy, now=now)
-    return list(HITItem.objects.filter(pk__in=suspended).order_by("position"))
+    items = list(HITItem.objects.filter(pk__in=suspended).order_by("position"))
+    goldens_replace(hit=hit, items=items, config=config)
+    return items
+
+
+def goldens_replace(*, hit: HIT, items: list[HITItem], config: BatchConfig) -> list[HITItem]:
+    """Put a fresh golden of the same kind in place of each item, for the HIT's later work.
+
+    Assignments handed out so far keep the old pair; later ones show the new one at the
+    end of the HIT (each assignment shuffles its own order anyway). An item no pair can
+    replace stays, suspended. The caller holds the HIT's row, as every hand-out does, so
+    the HIT's largest assignment id separates who saw which. Returns the new items.
+    A HIT answered through an offline MTurk layout (results imported, never published by
+    the platform) keeps its pairs: its later rows answer the exported page.
+    """
+    if hit.external_id is not None and hit.published_at is None:
+        return []
+    rows = list(
+        HITItem.objects.filter(hit=hit).values_list(
+            "image_id", "caption_id", "position", "candidate__query_id"
+        )
+    )
+    on_page = {(image_id, caption_id) for image_id, caption_id, *_ in rows}
+    queries = sorted({query for *_, query in rows if query is not None})
+    pool = golden_pool(batch_id=hit.batch_id, dataset_id=hit.batch.dataset_id, queries=queries)
+    seen_by = Assignment.objects.filter(hit=hit).aggregate(last=Max("pk"))["last"] or 0
+    position = max(position for _, _, position, _ in rows) + 1
+    added = []
+    for item in items:
+        try:
+            spec = golden_replacement(
+                Role(item.role),
+                pool=pool,
+                queries=queries,
+                on_page=on_page,  # the draw adds the new pair to it
+                seed=[config.seed, hit.pk, position],
+            )
+        except PackingError:
+            continue  # nothing left to draw: the HIT goes on with one check fewer
+        HITItem.objects.filter(pk=item.pk).update(retired_after=seen_by)
+        added.append(
+            HITItem.objects.create(
+                hit=hit,
+                position=position,
+                role=item.role,
+                image_id=spec.image_id,
+                caption_id=spec.caption_id,
+                added_after=seen_by,
+            )
+        )
+        position += 1
+    return added
+
+
+def golden_pool(
+    *, batch_id: int, dataset_id: int, queries: Collection[int] | None = None
+) -> GoldenPool:
+    """What golden pairs of a batch are drawn from (for `queries` only, when given)."""
+    valid_captions = Caption.objects.filter(dataset_id=dataset_id, is_invalid=False)
+    return GoldenPool(
+        golden_tp_pairs=sorted(valid_captions.values_list("image_id", "pk")),
+        negatives=negative_sources(batch_id=batch_id, dataset_id=dataset_id, queries=queries),
+        image_ids=np.array(
+            sorted(Image.objects.filter(dataset_id=dataset_id).values_list("pk", flat=True)),
+            dtype=np.int64,
+        ),
+        caption_ids=np.array(sorted(valid_captions.values_list("pk", flat=True)), dtype=np.int64),
+    )
+
+
+def negative_sources(
+    *, batch_id: int, dataset_id: int, queries: Collection[int] | None = None
+) -> dict[int, NegativeSource]:
+    """For each query: its item and what a golden negative must avoid (see mitl/hits.md)."""
+    query_rows = Query.objects.filter(batch_id=batch_id)
+    rankings = Ranking.objects.filter(query__batch_id=batch_id)
+    positives = PositivePair.objects.filter(positive_set__dataset_id=dataset_id)
+    if queries is not None:
+        query_rows = query_rows.filter(pk__in=queries)
+        rankings = rankings.filter(query_id__in=queries)
+        images = query_rows.values("image_id")
+        captions = query_rows.values("caption_id")
+        positives = positives.filter(Q(image_id__in=images) | Q(caption_id__in=captions))
+    excluded: dict[int, set[int]] = defaultdict(set)
+    for query_id, targets in rankings.values_list("query_id", "targets"):
+        excluded[query_id].update(targets)
+    # Known positives, and each caption with its own image (even without a positive set).
+    own_pairs = Caption.objects.filter(
+        Q(image_id__in=query_rows.values("image_id")) | Q(pk__in=query_rows.values("caption_id"))
+    )
+    positives_of_image: dict[int, set[int]] = defaultdict(set)
+    positives_of_caption: dict[int, set[int]] = defaultdict(set)
+    for image_id, caption_id in [
+        *positives.values_list("image_id", "caption_id"),
+        *own_pairs.values_list("image_id", "pk"),
+    ]:
+        positives_of_image[image_id].add(caption_id)
+        positives_of_caption[caption_id].add(image_id)
+    sources = {}
+    for pk, direction, image_id, caption_id in query_rows.values_list(
+        "pk", "direction", "image_id", "caption_id"
+    ):
+        if direction == Direction.I2T:
+            avoid = excluded[pk] | positives_of_image[image_id]
+            sources[pk] = NegativeSource(direction, image_id, frozenset(avoid))
+        else:
+            avoid = excluded[pk] | positives_of_caption[caption_id]
+            sources[pk] = NegativeSource(direction, caption_id, frozenset(avoid))
+    return sources
 
 
 def _failed_work_redecide(*, hit_id: int, policy: str, now: datetime) -> None:

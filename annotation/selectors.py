@@ -37,6 +37,7 @@ from .models import (
     Image,
     PositiveSet,
     Release,
+    items_shown_to,
 )
 
 # States whose HITs are all built, and the state in which the candidates are all pooled.
@@ -78,22 +79,26 @@ def diversity_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def hit_page_content(
-    *, hit: HIT, image_url: Callable[[int], str], page_seed: int | None = None
+    *, hit: HIT, image_url: Callable[[int], str], assignment: Assignment | None = None
 ) -> dict[str, Any]:
     """Return what a HIT page shows: the pairs in the assignment's order without their roles,
     whether it asks why, and the labels of the answers and reasons.
 
     The platform's page and MTurk's frame show the same content; `image_url` gives an item's
     image link there (asked only for items whose image has a file). Golden pairs must look
-    exactly like the others, so nothing here tells them apart; `page_seed` (the
-    assignment's) gives each worker its own order, and `position` is the place on this page.
+    exactly like the others, so nothing here tells them apart. The assignment's pairs (a
+    golden replaced since it was handed out stays on its page) come in its own order (its
+    `page_seed`); without one, the pairs a new assignment would get, in the HIT's order.
+    `position` is the place on this page.
     """
+    assignment_id = assignment.pk if assignment is not None else None
     # Plain rows, not model instances: every "next HIT" builds this page.
     rows = list(
-        HITItem.objects.filter(hit_id=hit.pk)
+        HITItem.objects.filter(items_shown_to(assignment_id), hit_id=hit.pk)
         .order_by("position")
         .values_list("pk", "image__file", "caption__text")
     )
+    page_seed = assignment.page_seed if assignment is not None else None
     shown = [rows[index] for index in page_order(len(rows), page_seed)]
     return {
         "followups": batch_config(hit.batch).followups,
@@ -126,7 +131,7 @@ def assignment_page(*, assignment: Assignment) -> dict[str, Any]:
     page = hit_page_content(
         hit=assignment.hit,
         image_url=partial(item_image_url, assignment.pk),
-        page_seed=assignment.page_seed,
+        assignment=assignment,
     )
     return {"followups": page["followups"], "items": page["items"]}
 

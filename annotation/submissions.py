@@ -32,6 +32,7 @@ from .models import (
     HITItem,
     Judgement,
     Worker,
+    items_shown_to,
 )
 from .review import assignment_golden_misses, golden_policy_apply
 
@@ -189,7 +190,7 @@ def _submit_locked(
         items = {
             pk: _ItemRow(role=role, position=position, suspended=suspended_at is not None)
             for pk, role, position, suspended_at in HITItem.objects.filter(
-                hit_id=locked.hit_id
+                items_shown_to(locked.pk), hit_id=locked.hit_id
             ).values_list("pk", "role", "position", "golden_suspended_at")
         }
         judgements = _build_judgements(locked, items, answers, followups_required)

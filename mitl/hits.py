@@ -87,6 +87,32 @@ def pack_hits(
     return hits
 
 
+@dataclass(frozen=True)
+class GoldenPool:
+    """Where golden pairs are drawn from: original pairs, and what negatives must avoid."""
+
+    golden_tp_pairs: Sequence[tuple[int, int]]
+    negatives: Mapping[int, NegativeSource]
+    image_ids: np.ndarray
+    caption_ids: np.ndarray
+
+
+def golden_replacement(
+    role: Role, *, pool: GoldenPool, queries: Sequence[int], on_page: set[tuple[int, int]], seed
+) -> ItemSpec:
+    """Draw one golden pair of `role` not on the page, as packing draws them.
+
+    For a golden pair that turned out wrong (annotation.goldens): a negative is drawn for one
+    of the HIT's `queries`. Raises PackingError when none is left.
+    """
+    rng = np.random.default_rng(seed)
+    if role == Role.GOLDEN_TP:
+        if not pool.golden_tp_pairs:
+            raise PackingError("no original pair is available for a golden true positive")
+        return _golden_positives(rng, pool.golden_tp_pairs, 1, on_page)[0]
+    return _golden_negative(rng, queries, pool.negatives, pool.image_ids, pool.caption_ids, on_page)
+
+
 def _golden_positives(
     rng: np.random.Generator,
     pairs: Sequence[tuple[int, int]],

@@ -35,6 +35,7 @@ from .work import (
     Worker,
     WorkerSource,
     golden_checked,
+    items_shown_to,
     mturk_unconfirmed,
 )
 
@@ -74,5 +75,6 @@ __all__ = [
     "Worker",
     "WorkerSource",
     "golden_checked",
+    "items_shown_to",
     "mturk_unconfirmed",
 ]

@@ -93,6 +93,18 @@ class HITItem(models.Model):
         help_text="Golden pairs only: when it was suspended because several workers who pass "
         "their other goldens failed it (annotation.goldens); its answers are no longer checked.",
     )
+    # A suspended golden is replaced for the HIT's later workers. Assignments of a HIT are
+    # created under its row lock, as the replacement is, so assignment ids tell who saw what.
+    retired_after = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="A replaced golden: shown only to assignments with an id up to this one.",
+    )
+    added_after = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="A replacement golden: shown only to assignments with a larger id.",
+    )
 
     class Meta:
         verbose_name = "HIT item"
@@ -107,6 +119,10 @@ class HITItem(models.Model):
                 condition=Q(golden_suspended_at__isnull=True)
                 | Q(role__in=["golden_tp", "golden_tn"]),
                 name="hit_item_only_goldens_suspended",
+            ),
+            models.CheckConstraint(
+                condition=Q(retired_after__isnull=True) | Q(golden_suspended_at__isnull=False),
+                name="hit_item_only_suspended_goldens_retired",
             ),
         ]
 
@@ -241,6 +257,19 @@ def golden_checked(prefix: str = "") -> Q:
             f"{prefix}role__in": (ItemRole.GOLDEN_TP, ItemRole.GOLDEN_TN),
             f"{prefix}golden_suspended_at__isnull": True,
         }
+    )
+
+
+def items_shown_to(assignment_id: int | None) -> Q:
+    """Match the HIT items an assignment shows (None: those a new assignment would show).
+
+    A golden replaced after the assignment was handed out is still on its page; the
+    replacement is not (annotation.goldens).
+    """
+    if assignment_id is None:
+        return Q(retired_after__isnull=True)
+    return (Q(retired_after__isnull=True) | Q(retired_after__gte=assignment_id)) & (
+        Q(added_after__isnull=True) | Q(added_after__lt=assignment_id)
     )
 
 

@@ -25,6 +25,7 @@ from annotation.models import (
     HITItem,
     Worker,
     WorkerSource,
+    items_shown_to,
 )
 from annotation.review import assignment_decide_confirmed, assignment_golden_misses
 from annotation.submissions import answers_from_rows, assignment_submit
@@ -66,7 +67,7 @@ def _input_items(batch: Batch, *, base: str) -> dict[int, list[InputItem]]:
     """Return each HIT's pairs in page order (by HIT pk), with signed image links."""
     items_of: dict[int, list[InputItem]] = {}
     for item in (
-        HITItem.objects.filter(hit__batch=batch)
+        HITItem.objects.filter(items_shown_to(None), hit__batch=batch)
         .select_related("image", "caption")
         .order_by("hit__index", "position")
     ):

@@ -70,8 +70,8 @@ def _framed(response: HttpResponse) -> HttpResponse:
     return response
 
 
-def _page_context(hit: HIT, page_seed: int | None = None) -> dict[str, Any]:
-    content = hit_page_content(hit=hit, image_url=image_path, page_seed=page_seed)
+def _page_context(hit: HIT, assignment: Assignment | None = None) -> dict[str, Any]:
+    content = hit_page_content(hit=hit, image_url=image_path, assignment=assignment)
     return {"hit": hit, **content}
 
 
@@ -136,7 +136,7 @@ def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse
             request, hit, "The time limit of this HIT has passed: please return it.", 410
         )
     query = urlencode({"assignmentId": assignment_id, "workerId": worker_id, "hitId": hit_param})
-    context = _page_context(hit, page_seed=assignment.page_seed) | {
+    context = _page_context(hit, assignment=assignment) | {
         "assignment": assignment,
         "submit_url": f"{reverse('frontend:mturk-submit')}?{query}",
         "mturk_submit_to": submit_to,

@@ -65,7 +65,7 @@ def hit_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
     page = hit_page_content(
         hit=assignment.hit,
         image_url=partial(item_image_url, assignment.pk),
-        page_seed=assignment.page_seed,
+        assignment=assignment,
     )
     context = {**page, "assignment": assignment, "hit_label": str(assignment.hit_id)}
     return render(request, "frontend/hit.html", context)

@@ -24,6 +24,7 @@ from annotation.models import (
     BatchState,
     Dataset,
     Worker,
+    items_shown_to,
 )
 from annotation.positive_parsers import parse_eccv_pairs
 from annotation.review import assignment_review
@@ -177,7 +178,11 @@ def _work_on(
     config: BatchConfig,
 ) -> SubmissionResult:
     assignment = assignment_create(hit=hit, worker=worker)
-    items = hit.items.select_related("image", "caption").order_by("position")
+    items = (
+        hit.items.filter(items_shown_to(assignment.pk))
+        .select_related("image", "caption")
+        .order_by("position")
+    )
     answers = []
     for item in items:
         given = answer(

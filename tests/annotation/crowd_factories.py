@@ -22,6 +22,7 @@ from annotation.models import (
     ItemRole,
     Query,
     Worker,
+    items_shown_to,
 )
 from annotation.submissions import AnswerInput, SubmissionResult, assignment_submit
 from mitl.config import parse_batch_config
@@ -80,14 +81,17 @@ def answers(
     *,
     at: Mapping[int, str] | None = None,
     elapsed_ms: int = 1000,
+    assignment: Assignment | None = None,
 ) -> list[AnswerInput]:
-    """One answer per item of `hit`: the level of its role, or `at[position]` where given."""
+    """One answer per item `assignment` shows (default: what a new one would show): the
+    level of its role, or `at[position]` where given."""
     at = at or {}
+    shown = hit.items.filter(items_shown_to(assignment.pk if assignment else None))
     return [
         AnswerInput(
             item_id=item.pk, level=at.get(item.position, levels[item.role]), elapsed_ms=elapsed_ms
         )
-        for item in hit.items.order_by("position")
+        for item in shown.order_by("position")
     ]
 
 
@@ -120,7 +124,8 @@ def work_done(
 ) -> Assignment:
     """Give `hit` to `worker` and submit answers by role, as of `now`."""
     assignment = assignment_create(hit=hit, worker=worker, now=T0)
-    submit(assignment, answers(hit, levels, elapsed_ms=elapsed_ms), policy=policy, now=now)
+    answered = answers(hit, levels, elapsed_ms=elapsed_ms, assignment=assignment)
+    submit(assignment, answered, policy=policy, now=now)
     return assignment
 
 

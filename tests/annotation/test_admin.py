@@ -8,8 +8,9 @@ from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+from django.utils.timezone import now
 
-from annotation.models import Embedding, Evaluation, ImportJob, Release
+from annotation.models import Embedding, Evaluation, ImportJob, Release, TaskLease
 
 pytestmark = pytest.mark.django_db
 
@@ -31,6 +32,9 @@ def every_table_filled(released_batch, annotators):
         release=release, model_name="tfidf", metrics={"i2t": {}}, rankings_sha256="0" * 64
     )
     ImportJob.objects.create(kind="dataset", params={"name": "more"})
+    TaskLease.objects.create(
+        key="import:1", task="annotation.run_import", args=[1], state="queued", queued_at=now()
+    )
     Embedding.objects.create(
         annotator=annotators[0],
         version="1",

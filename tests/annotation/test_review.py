@@ -11,8 +11,9 @@ from django.contrib.auth import get_user_model
 
 from annotation.errors import ServiceError
 from annotation.handout import assignment_create
-from annotation.models import Assignment, Judgement, Worker
+from annotation.models import HIT, Assignment, Judgement, Worker
 from annotation.review import assignment_decide_confirmed, assignment_review, worker_block
+from annotation.selectors import assignment_page
 
 from .crowd_factories import (
     FAILS_TP,
@@ -229,7 +230,7 @@ def test_a_golden_three_workers_fail_alone_is_suspended_and_their_work_decided_a
 ):
     """Three workers answer the golden TN YES and the golden TP right: the third suspends
     the TN, the three are decided as passed, and a fourth who answers the same way passes."""
-    hit = hit_make(batch_make(tiny, golden_policy=policy), 0, max_assignments=5)
+    hit = hit_make(batch_make(tiny, golden_policy=policy), 0, max_assignments=6)
     golden_tn = hit.items.get(role="golden_tn")
     careless = work_done(hit, worker_make("careless"), {**FAILS_TN, "golden_tp": "no"})
     first, second = (work_done(hit, worker_make(f"w{i}"), FAILS_TN, policy=policy) for i in (0, 1))
@@ -250,10 +251,51 @@ def test_a_golden_three_workers_fail_alone_is_suspended_and_their_work_decided_a
     assert Assignment.objects.get(pk=careless.pk).flagged  # it missed the golden TP too
     if policy == "approve_or_reject":
         assert "withdrawn" in Assignment.objects.get(pk=first.pk).feedback
-    # The suspended pair is no longer checked: the next worker answering YES passes.
-    fourth = work_done(hit, worker_make("w3"), FAILS_TN, policy=policy, now=T0 + 4 * MINUTE)
+    # Later workers get a fresh golden TN instead, and it is checked.
+    fourth = work_done(hit, worker_make("w3"), RIGHT, policy=policy, now=T0 + 4 * MINUTE)
     stored = Assignment.objects.get(pk=fourth.pk)
     assert (stored.status, stored.golden_passed) == (decided, True)
+    assert golden_tn.pk not in set(stored.judgements.values_list("item_id", flat=True))
+    fifth = work_done(hit, worker_make("w4"), FAILS_TN, policy=policy, now=T0 + 5 * MINUTE)
+    assert Assignment.objects.get(pk=fifth.pk).golden_passed is False
+
+
+def test_a_suspended_golden_is_replaced_for_later_work_only(tiny):
+    """Work handed out before the suspension keeps its page (and may answer the suspended
+    pair either way); work handed out after shows a new golden of the same kind instead,
+    drawn off the page and away from the HIT's query, at the end of the HIT."""
+    hit = hit_make(batch_make(tiny), 0, max_assignments=6)
+    golden_tn = hit.items.get(role="golden_tn")
+    before = list(hit.items.order_by("position").values_list("pk", "image_id", "caption_id"))
+    early = take(worker_make("early"))  # handed out before the suspension
+    for i in range(3):
+        work_done(hit, worker_make(f"w{i}"), FAILS_TN, now=T0 + (i + 1) * MINUTE)
+    golden_tn.refresh_from_db()
+    assert golden_tn.golden_suspended_at is not None
+
+    replacement = hit.items.get(added_after__isnull=False)
+    assert (replacement.role, replacement.position) == ("golden_tn", len(before))
+    assert golden_tn.retired_after == Assignment.objects.filter(hit=hit).latest("pk").pk
+    pair = (replacement.image_id, replacement.caption_id)
+    assert pair not in {(image, caption) for _, image, caption in before}
+    query_image = hit.items.get(role="task").candidate.query.image_id
+    assert replacement.image_id == query_image  # a negative for the HIT's i2t query …
+    assert replacement.caption.image_id != query_image  # … not one of its own captions
+
+    later = take(worker_make("later"), now=T0 + 5 * MINUTE)
+    page = assignment_page(assignment=later)
+    shown = {item["id"] for item in page["items"]}
+    assert shown == {pk for pk, *_ in before if pk != golden_tn.pk} | {replacement.pk}
+    early_page = {item["id"] for item in assignment_page(assignment=early)["items"]}
+    assert early_page == {pk for pk, *_ in before}
+
+    # Each submits exactly what its page showed; an answer for the other page's pair is refused.
+    with pytest.raises(ServiceError):
+        submit(later, answers(hit, assignment=early), worker=later.worker)
+    kept = submit(early, answers(hit, FAILS_TN, assignment=early), now=T0 + 6 * MINUTE)
+    assert (kept.assignment.status, kept.golden_failures) == ("approved", ())
+    failed = submit(later, answers(hit, FAILS_TN, assignment=later), now=T0 + 6 * MINUTE)
+    assert failed.assignment.golden_passed is False  # the replacement is checked
 
 
 def test_a_golden_is_not_suspended_below_the_batchs_threshold_or_with_it_at_0(tiny):
@@ -288,3 +330,16 @@ def test_mturk_work_counts_once_confirmed_and_its_rejection_is_not_withdrawn(tin
     assert status_of(platform) == "approved"
     stored = Assignment.objects.get(pk=rejected.pk)
     assert (stored.status, stored.golden_passed) == ("rejected", False)
+
+
+def test_a_hit_answered_through_an_offline_mturk_layout_keeps_its_pairs(tiny):
+    """Results imported from an exported layout answer the exported pairs: no replacement."""
+    hit = hit_make(batch_make(tiny), 0, max_assignments=5)
+    HIT.objects.filter(pk=hit.pk).update(external_id="OFFLINE-HIT")  # never published by us
+    for i in range(3):
+        work_done(hit, worker_make(f"w{i}"), FAILS_TN, now=T0 + (i + 1) * MINUTE)
+
+    assert hit.items.get(role="golden_tn").golden_suspended_at is not None
+    assert not hit.items.filter(added_after__isnull=False).exists()
+    later = work_done(hit, worker_make("later"), FAILS_TN, now=T0 + 5 * MINUTE)
+    assert Assignment.objects.get(pk=later.pk).golden_passed  # the pair is just unchecked

@@ -52,7 +52,7 @@ def make_world(*, image_queries: int = 5, caption_queries: int = 5, k: int = 5) 
     """Image queries get ids 1.., caption queries 51..; each proposes `k` distinct targets.
 
     A query's excluded set holds its candidates, ten more "top-N" targets and its own
-    original partners, like `negative_sources_load` builds it.
+    original partners, like `annotation.goldens.negative_sources` builds it.
     """
     pairs: list[tuple[int, int]] = []
     queries: list[int] = []
