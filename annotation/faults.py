@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
+from django.core.checks import Tags, Warning, register
 
 
 def fault_pause(point: str) -> None:
@@ -19,3 +20,18 @@ def fault_pause(point: str) -> None:
     seconds = settings.FAULT_PAUSES.get(point)
     if seconds:
         time.sleep(seconds)
+
+
+@register(Tags.security, deploy=True)
+def fault_pauses_unset(app_configs, **kwargs) -> list[Warning]:
+    """`check --deploy` warns when test-only pauses are set: they hold every submit open."""
+    if not settings.FAULT_PAUSES:
+        return []
+    return [
+        Warning(
+            f"MITL_FAULT_PAUSES is set ({', '.join(settings.FAULT_PAUSES)}): test-only pauses "
+            "slow real requests",
+            hint="Unset MITL_FAULT_PAUSES outside the soak run and the recovery tests.",
+            id="mitl.W001",
+        )
+    ]

@@ -46,13 +46,10 @@ def _env_pauses(name: str) -> dict[str, float]:
     """Read "point=seconds,point=seconds" (annotation/faults.py); empty when unset."""
     pauses: dict[str, float] = {}
     for entry in filter(None, (part.strip() for part in os.environ.get(name, "").split(","))):
-        point, _, seconds = entry.partition("=")
-        try:
-            pauses[point.strip()] = float(seconds)
-        except ValueError:
-            raise ImproperlyConfigured(
-                f"{name}: {entry!r} is not point=seconds (e.g. submit=1.5)"
-            ) from None
+        point, _, seconds = (part.strip() for part in entry.partition("="))
+        if not point or not re.fullmatch(r"[0-9]+(\.[0-9]+)?", seconds):
+            raise ImproperlyConfigured(f"{name}: {entry!r} is not point=seconds (e.g. submit=1.5)")
+        pauses[point] = float(seconds)
     return pauses
 
 

@@ -68,12 +68,8 @@ def stage_kills_run(stack, *, stages: list[str]) -> dict[str, Any]:
 
 
 def _scenario(stack, dataset_id: int, stage: str | None) -> dict[str, Any]:
-    from annotation.models import Batch, BatchState, Dataset, Release, TaskLease
-    from mitl.config import batch_config
+    from annotation.models import BatchState, Dataset, Release, TaskLease
     from mitl.services.pipeline import batch_create, batch_start
-    from mitl.services.progress import StageTracker
-    from mitl.services.queueing import annotation_close_queue
-    from mitl.services.simulate import crowd_simulate
 
     name = stage or "undisturbed"
     batch = batch_create(
@@ -86,16 +82,7 @@ def _scenario(stack, dataset_id: int, stage: str | None) -> dict[str, Any]:
     try:
         batch_start(batch=batch)
         _wait_state(batch, BatchState.ANNOTATING, worker, stage)
-        crowd_simulate(
-            batch=Batch.objects.select_related("dataset").get(pk=batch.pk),
-            config=batch_config(batch),
-            tracker=StageTracker(batch=batch, stage=BatchState.ANNOTATING),
-            careless_share=0.0,
-            error_rate=0.0,
-        )
-        # Forced: with two workers per HIT, a golden pair that is wrong itself (a true match
-        # drawn as a negative) is failed by both and never suspended, so its HIT stays open.
-        annotation_close_queue(batch_id=batch.pk, force=True)
+        _judge_and_close(batch.pk)
         _wait_state(batch, BatchState.RELEASED, worker, stage)
     except _Killed as killed:
         # The paused worker holds the stage's lease: kill it and let a fresh one take over.
@@ -111,14 +98,7 @@ def _scenario(stack, dataset_id: int, stage: str | None) -> dict[str, Any]:
         resent_after = round(time.monotonic() - started, 1)
         if BatchState.ANNOTATING not in _passed(batch):
             _wait_state(batch, BatchState.ANNOTATING, worker, None)
-            crowd_simulate(
-                batch=Batch.objects.select_related("dataset").get(pk=batch.pk),
-                config=batch_config(batch),
-                tracker=StageTracker(batch=batch, stage=BatchState.ANNOTATING),
-                careless_share=0.0,
-                error_rate=0.0,
-            )
-            annotation_close_queue(batch_id=batch.pk, force=True)
+            _judge_and_close(batch.pk)
         _wait_state(batch, BatchState.RELEASED, worker, None)
     finally:
         worker.stop()
@@ -133,6 +113,27 @@ def _scenario(stack, dataset_id: int, stage: str | None) -> dict[str, Any]:
             for name in COMPARED_FILES
         },
     }
+
+
+def _judge_and_close(batch_id: int) -> None:
+    """An exact simulated crowd judges every HIT; then annotation is closed on the workers."""
+    from annotation.models import Batch, BatchState
+    from mitl.config import batch_config
+    from mitl.services.progress import StageTracker
+    from mitl.services.queueing import annotation_close_queue
+    from mitl.services.simulate import crowd_simulate
+
+    batch = Batch.objects.select_related("dataset").get(pk=batch_id)
+    crowd_simulate(
+        batch=batch,
+        config=batch_config(batch),
+        tracker=StageTracker(batch=batch, stage=BatchState.ANNOTATING),
+        careless_share=0.0,
+        error_rate=0.0,
+    )
+    # Forced: with two workers per HIT, a golden pair that is wrong itself (a true match
+    # drawn as a negative) is failed by both and never suspended, so its HIT stays open.
+    annotation_close_queue(batch_id=batch_id, force=True)
 
 
 class _Killed(Exception):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -190,6 +192,19 @@ def test_https_only_secures_cookies_redirects_and_sends_hsts(tmp_path):
     )
 
 
+def deploy_check(env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`manage.py check --deploy`, failing on warnings, in a fresh process with `env`."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_the_documented_production_environment_passes_the_deploy_check(tmp_path):
     documented = documented_production_environment()
     assert {"HTTPS_ONLY", "BEHIND_TLS_PROXY", "SECURE_HSTS_SECONDS"} <= documented.keys()
@@ -201,18 +216,39 @@ def test_the_documented_production_environment_passes_the_deploy_check(tmp_path)
         **documented,
     }
 
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    result = deploy_check(env)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
+
+
+def test_the_deploy_check_warns_about_test_only_fault_pauses(tmp_path):
+    env = {
+        "PATH": os.environ["PATH"],
+        "MITL_VAR_DIR": str(tmp_path),
+        "DEBUG": "0",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        **documented_production_environment(),
+        "MITL_FAULT_PAUSES": "submit=0.5",
+    }
+    result = deploy_check(env)
+    assert result.returncode != 0
+    assert "mitl.W001" in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("value", ["submit", "submit=soon", "=1"])
+def test_malformed_fault_pauses_are_refused_at_start(value):
+    result = subprocess.run(
+        [sys.executable, "-c", "import config.settings"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": os.environ["PATH"], "MITL_FAULT_PAUSES": value},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "MITL_FAULT_PAUSES" in result.stderr
 
 
 def test_docker_compose_passes_the_https_settings_through():

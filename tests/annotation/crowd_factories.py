@@ -7,8 +7,11 @@ Time moves through the `now=` arguments, never by sleeping: `T0` is the tests' "
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+
+from django.db import connection
 
 from annotation.handout import assignment_create, hit_assign_next
 from annotation.models import (
@@ -154,3 +157,29 @@ def shown_in_seed_order(assignment: Assignment, seed: int | None) -> Assignment:
 
 def status_of(assignment: Assignment) -> str:
     return Assignment.objects.get(pk=assignment.pk).status
+
+
+def all_at_once(calls: Sequence[Callable[[], object]]) -> list[object]:
+    """Run each call in its own thread and database connection, all released together.
+
+    Returns, per call in order, what it returned or the exception it raised.
+    """
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[object] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            connection.ensure_connection()  # connect first, so the calls start together
+            barrier.wait()
+            outcomes[i] = calls[i]()
+        except Exception as exc:  # reported by the test, not swallowed
+            outcomes[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -35,6 +36,7 @@ from .crowd_factories import (
     MINUTE,
     RIGHT,
     T0,
+    all_at_once,
     answers,
     assignment_make,
     batch_make,
@@ -217,25 +219,11 @@ def next_hit_all_at_once(workers: list[Worker]) -> list[object]:
 
     Returns, per request in order, the assignment, None, or the exception it raised.
     """
-    barrier = threading.Barrier(len(workers))
-    outcomes: list[object] = [None] * len(workers)
 
-    def request(i: int) -> None:
-        try:
-            connection.ensure_connection()  # connect first, so the requests start together
-            barrier.wait()
-            outcomes[i] = hit_assign_next(worker=Worker.objects.get(pk=workers[i].pk))
-        except Exception as exc:  # reported by the test, not swallowed
-            outcomes[i] = exc
-        finally:
-            connection.close()
+    def ask(worker_id: int) -> Assignment | None:  # the worker read on the thread's connection
+        return hit_assign_next(worker=Worker.objects.get(pk=worker_id))
 
-    threads = [threading.Thread(target=request, args=(i,)) for i in range(len(workers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
+    return all_at_once([partial(ask, worker.pk) for worker in workers])
 
 
 def race_hits(dataset: Dataset) -> Batch:

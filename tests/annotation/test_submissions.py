@@ -9,7 +9,7 @@ policy decides at submission; this file does not repeat them.
 
 from __future__ import annotations
 
-import threading
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -23,6 +23,7 @@ from .crowd_factories import (
     MINUTE,
     RIGHT,
     T0,
+    all_at_once,
     answers,
     batch_make,
     hit_make,
@@ -106,32 +107,6 @@ def test_work_on_a_batch_that_left_annotating_is_refused_and_nothing_stored(tiny
 DOUBLE_SUBMITS = 8
 
 
-def submit_all_at_once(assignment: Assignment, payloads: list[list]) -> list[object]:
-    """Submit each payload from its own thread and connection, all at once.
-
-    Returns, per payload in order, the SubmissionResult or the exception it raised.
-    """
-    barrier = threading.Barrier(len(payloads))
-    outcomes: list[object] = [None] * len(payloads)
-
-    def send(i: int) -> None:
-        try:
-            connection.ensure_connection()
-            barrier.wait()
-            outcomes[i] = submit(assignment, payloads[i], worker=assignment.worker)
-        except Exception as exc:  # reported by the test, not swallowed
-            outcomes[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(payloads))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
-
-
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("payloads", ["same", "different"])
@@ -144,7 +119,9 @@ def test_a_hit_submitted_many_times_at_once_is_stored_once_and_whole(tiny, paylo
         for i in range(DOUBLE_SUBMITS)
     ]
 
-    outcomes = submit_all_at_once(assignment, sent)
+    outcomes = all_at_once(
+        [partial(submit, assignment, payload, worker=assignment.worker) for payload in sent]
+    )
 
     assert all(isinstance(o, SubmissionResult) for o in outcomes), outcomes
     assert sum(o.created for o in outcomes) == 1  # one stored it; the others got it back
