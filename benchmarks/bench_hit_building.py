@@ -11,7 +11,10 @@ calls them, on a COCO-5K-sized dataset (5,000 images, 25,000 captions) with 1,26
 candidates, packed into HITs of 16 tasks + 1 golden TP + 1 golden TN. The baseline is the
 floor for the same work: plain ``bulk_create`` of exactly the rows ours wrote (snapshotted,
 deleted, then inserted again from objects built before the clock starts). The two run
-alternately, the median of each is reported, and the last line is one JSON object.
+alternately, the median of each is reported, and the last line is one JSON object. After
+every "ours" run the four row counts are asserted and every HIT is validated (16 tasks, the
+last HIT fewer; one golden TP and one golden TN; positions 0..n-1; no pair twice on a page;
+each candidate on exactly one page).
 
 It uses the configured database engine (DATABASE_URL, else SQLite) but only a throwaway test
 database created and destroyed with Django's own machinery, like the test runner. Nothing in
@@ -26,6 +29,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,6 +64,9 @@ from mitl.services.pool import candidates_pool  # noqa: E402
 from mitl.services.progress import StageTracker  # noqa: E402
 
 TARGET_RATIO = 2.0
+# 16 tasks a HIT, the last HIT takes the rest; each HIT has 1 golden TP and 1 golden TN.
+EXPECTED_HITS = -(-EXPECTED_CANDIDATES // HIT_SIZE)  # 2,902
+EXPECTED_ITEMS = EXPECTED_CANDIDATES + 2 * EXPECTED_HITS  # 52,228
 
 # The rows the two stages write, in insertion (foreign-key) order.
 WRITTEN: tuple[type[Model], ...] = (Candidate, Proposal, HIT, HITItem)
@@ -104,6 +111,31 @@ def rows_count(batch: Batch) -> dict[str, int]:
         "HIT": HIT.objects.filter(batch=batch).count(),
         "HITItem": HITItem.objects.filter(hit__batch=batch).count(),
     }
+
+
+def hits_validate(batch: Batch) -> None:
+    """Check every HIT: 16 tasks (the last may hold fewer), one golden TP and one golden TN,
+    positions 0..n-1, no pair twice on a page, and every candidate on exactly one page."""
+    pages: dict[int, list[tuple[int, str, int | None, int, int]]] = {}
+    for row in HITItem.objects.filter(hit__batch=batch).values_list(
+        "hit__index", "position", "role", "candidate_id", "image_id", "caption_id"
+    ):
+        pages.setdefault(row[0], []).append(row[1:])
+    assert sorted(pages) == list(range(EXPECTED_HITS)), "HIT indices are not 0..n-1"
+    seen_candidates: set[int] = set()
+    for index, items in pages.items():
+        roles = Counter(role for _, role, *_ in items)
+        tasks = roles["task"]
+        last = index == EXPECTED_HITS - 1
+        assert tasks == HIT_SIZE or (last and 0 < tasks <= HIT_SIZE), f"HIT {index}: {roles}"
+        assert roles["golden_tp"] == 1 and roles["golden_tn"] == 1, f"HIT {index}: {roles}"
+        assert sorted(p for p, *_ in items) == list(range(len(items))), f"HIT {index} positions"
+        pairs = [(image, caption) for *_, image, caption in items]
+        assert len(set(pairs)) == len(pairs), f"HIT {index} shows a pair twice"
+        candidates = [c for _, role, c, *_ in items if role == "task"]
+        assert not seen_candidates.intersection(candidates), f"HIT {index} repeats a candidate"
+        seen_candidates.update(candidates)
+    assert len(seen_candidates) == EXPECTED_CANDIDATES, "a candidate is on no HIT"
 
 
 def rows_snapshot(batch: Batch) -> dict[type[Model], list[dict[str, Any]]]:
@@ -221,8 +253,14 @@ def benchmark(repeats: int, profile_path: str | None) -> dict[str, Any]:
         rows_delete(batch)
         total, pool_s, build_s, ours_cpu = run_ours(batch.pk)
         counts = rows_count(batch)
-        assert counts["Candidate"] == EXPECTED_CANDIDATES, counts
-        assert counts["Proposal"] == EXPECTED_PROPOSALS, counts
+        expected = {
+            "Candidate": EXPECTED_CANDIDATES,
+            "Proposal": EXPECTED_PROPOSALS,
+            "HIT": EXPECTED_HITS,
+            "HITItem": EXPECTED_ITEMS,
+        }
+        assert counts == expected, counts
+        hits_validate(batch)
         snapshot = rows_snapshot(batch)
         current = content_fingerprint(snapshot)
         assert fingerprint in (None, current), "ours wrote different rows in different runs"

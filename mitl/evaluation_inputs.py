@@ -149,6 +149,9 @@ def _csv_id(path: Path, line: int, row: Mapping[str, str | None], column: str) -
     return int(value)
 
 
+_INT_ONLY = frozenset({int})
+
+
 def _id_lists(
     data: Any, *, what: str, max_length: int | None = None, max_keys: int | None = None
 ) -> dict[int, list[int]]:
@@ -180,7 +183,8 @@ def _id_lists(
                 f"{max_length} accepted; rank each query only as deep as the metrics need "
                 "(its number of positives for R-Precision and mAP@R, 10 for nDCG@10)"
             )
-        if not isinstance(values, list) or not all(type(v) is int for v in values):
+        # One pass in C over the list's element types (a bool is not an id).
+        if not isinstance(values, list) or not set(map(type, values)) <= _INT_ONLY:
             raise EvaluationError(
                 f"{what}: the value of {key!r} must be a list of integer ids"
                 + (f" (found {_first_non_id(values)!r})" if isinstance(values, list) else "")
