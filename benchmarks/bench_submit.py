@@ -2,8 +2,8 @@
 
 Run from the repository root (``make bench`` does)::
 
-    python benchmarks/bench_submit.py                  # 16 clients for 60 s
-    python benchmarks/bench_submit.py --seconds 10     # a quick look
+    python benchmarks/bench_submit.py                  # 16 clients, 3 rounds of 20 s
+    python benchmarks/bench_submit.py --seconds 5 --rounds 1   # a quick look
 
 What it measures ("ours"): the production-like path. gunicorn (``config.wsgi``, 2 sync
 workers, ``DEBUG=0``) on PostgreSQL, with Redis as the cache (sessions, login counts) as in
@@ -17,8 +17,11 @@ The baseline, measured in the same run, is the floor for the same writes: the sa
 clients store the same judgements straight into PostgreSQL with psycopg2, one transaction
 per HIT (one INSERT of the 18 rows and one UPDATE of the assignment, as the service writes
 them), no web layer.
-``ratio`` = baseline judgements/s / ours; lower is better, the target is at most 3, and the
-p95 target is at most 150 ms.
+The two alternate: each of ``--rounds`` (3) rounds runs ours for ``--seconds`` (20), checks
+that every timed HIT stored exactly the answers its client sent, then runs the baseline on
+those answers (on HITs no earlier round used); at the end no HIT may hold more assignments
+than it allows. ``ratio`` = median baseline judgements/s / median ours; lower is better, the
+target is at most 3, and the p95 target (over every round's submits) is at most 150 ms.
 
 The script creates its own database ``bench_submit`` on the server named by
 ``BENCH_POSTGRES_URL`` (default ``postgres://postgres@127.0.0.1:5432/``), dropped and
@@ -37,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from common import dataset_create, django_setup, report_line
@@ -55,10 +59,10 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.db.models import Count, F, Q  # noqa: E402
 from submit_baseline import (  # noqa: E402
     baseline_assignments_create,
     baseline_prepare,
-    baseline_reset,
     baseline_run,
 )
 from submit_fixture import (  # noqa: E402
@@ -72,7 +76,8 @@ from submit_fixture import (  # noqa: E402
 from submit_load import answers_make, clients_run  # noqa: E402
 from submit_server import Gunicorn, cpu_seconds  # noqa: E402
 
-from annotation.models import BatchState, Judgement  # noqa: E402
+from annotation.handout import ACTIVE_STATUSES  # noqa: E402
+from annotation.models import HIT, BatchState, Judgement  # noqa: E402
 
 # HITs made for "ours", all in one annotating batch: under three ECCV-Caption-size batches
 # (2,902 HITs each), and more than 16 clients take in 60 s (80-115 HITs/s here). Finding the
@@ -189,6 +194,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         flush=True,
     )
 
+    rounds: list[RoundResult] = []
     with tempfile.TemporaryFile(prefix="bench-submit-gunicorn-") as log:
         server = Gunicorn(
             workers=args.workers,
@@ -201,96 +207,163 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             server.wait_healthy()
             print(
                 f"  gunicorn config.wsgi, {args.workers} workers on port {server.port}; "
-                f"logging in {n_clients} clients, one warm-up HIT each",
+                f"{args.rounds} rounds of ours ({seconds:g} s, {n_clients} clients logged in "
+                "again, one warm-up HIT each) then the baseline on the same answers",
                 flush=True,
             )
-            load = os.getloadavg()[0]
-            worker_pids = server.worker_pids()
-            stats, elapsed, cpu_server, cpu_here = clients_run(
-                server.port,
-                n_clients,
-                seconds,
-                lambda: cpu_seconds(worker_pids),
-                take_next=args.take_next,
-            )
+            for number in range(1, args.rounds + 1):
+                done = round_run(args, server, base_hits, base_assignments, rounds)
+                rounds.append(done)
+                print(
+                    f"  round {number}: ours {done.ours_rate:.0f} judgements/s "
+                    f"({done.hits:,} HITs, submit p95 {percentile(done.submit_ms, 95):.1f} ms, "
+                    f"load {done.load:.1f}); baseline {done.base_rate:.0f} judgements/s; "
+                    f"{done.hits:,} HITs' stored answers equal those sent",
+                    flush=True,
+                )
         except BenchError:
             print(f"gunicorn's log (last lines):\n{server.tail()}", flush=True)
             raise
         finally:
             server.stop()
 
-    hits_done = sum(mine.hits for mine in stats)
-    if hits_done == 0:
-        raise BenchError("no HIT was submitted in the timed window")
-    ran_out = any(mine.ran_out for mine in stats)
-    submit_ms = [ms for mine in stats for ms in mine.submit_ms]
-    next_ms = [ms for mine in stats for ms in mine.next_ms]
-    stored = Judgement.objects.filter(assignment__hit__batch__name="bench ours").count()
-    expected = (hits_done + n_clients) * ITEMS_PER_HIT  # timed HITs + one warm-up each
-    if stored != expected:
-        raise BenchError(f"{stored} judgements stored, expected {expected}")
-    ours_rate = hits_done * ITEMS_PER_HIT / elapsed
+    over = (
+        HIT.objects.filter(batch__name="bench ours")
+        .annotate(live=Count("assignments", filter=Q(assignments__status__in=ACTIVE_STATUSES)))
+        .filter(live__gt=F("max_assignments"))
+        .count()
+    )
+    if over:
+        raise BenchError(f"{over} HITs hold more assignments than they allow")
+    submit_ms = [ms for done in rounds for ms in done.submit_ms]
+    ours_rate = statistics.median(done.ours_rate for done in rounds)
+    base_rate = statistics.median(done.base_rate for done in rounds)
+    hits_done = sum(done.hits for done in rounds)
+    ran_out = any(done.ran_out for done in rounds)
     print(
-        f"ours (HTTP, {n_clients} clients, load average {load:.1f} before):\n"
-        f"  {hits_done:,} HITs = {hits_done * ITEMS_PER_HIT:,} judgements in {elapsed:.1f} s: "
-        f"{ours_rate:.0f} judgements/s ({hits_done / elapsed:.1f} HITs/s)\n"
+        f"ours (HTTP, {n_clients} clients), median of {len(rounds)} rounds: "
+        f"{ours_rate:.0f} judgements/s\n"
         f"  submit latency p50 {percentile(submit_ms, 50):.1f} ms, "
         f"p95 {percentile(submit_ms, 95):.1f} ms, max {max(submit_ms):.1f} ms\n"
         + (
             "  next HIT: handed out by the submit request (take_next)\n"
             if args.take_next
-            else f"  next latency   p50 {percentile(next_ms, 50):.1f} ms, "
-            f"p95 {percentile(next_ms, 95):.1f} ms\n"
+            else "  next latency   p50 "
+            f"{percentile([ms for d in rounds for ms in d.next_ms], 50):.1f} ms\n"
         )
-        + f"  CPU per HIT: gunicorn workers {cpu_server / hits_done * 1000:.1f} ms, "
-        f"clients (this process) {cpu_here / hits_done * 1000:.1f} ms",
+        + f"  CPU per HIT: gunicorn workers "
+        f"{sum(d.cpu_server for d in rounds) / hits_done * 1000:.1f} ms, "
+        f"clients (this process) {sum(d.cpu_here for d in rounds) / hits_done * 1000:.1f} ms\n"
+        f"baseline (psycopg2, one transaction per HIT, same {n_clients} clients), median: "
+        f"{base_rate:.0f} judgements/s\n"
+        f"checks: every timed HIT's stored answers equal those sent, no HIT over its limit",
         flush=True,
     )
     if ran_out:
         print(f"  WARNING: the {n_hits:,} HITs ran out before the end; raise --hits", flush=True)
-
     if args.queries:
         print("SQL of one more next + submit (in this process, DEBUG query capture):")
         queries_show()
-
-    # Baseline: the same judgements (ours' answers, HIT by HIT) on a second set of HITs.
-    answers = [hit for mine in stats for hit in mine.submitted]
-    work = baseline_prepare(base_hits[:hits_done], base_assignments[:hits_done], answers)
-    print(
-        f"baseline (psycopg2, one transaction per HIT, same {n_clients} clients), "
-        f"{args.baseline_repeats} runs:",
-        flush=True,
-    )
-    runs: list[tuple[float, list[float]]] = []
-    for run in range(args.baseline_repeats):
-        if run:
-            baseline_reset(work)
-        connection.close()  # the baseline's clients hold their own connections
-        base_elapsed, base_ms = baseline_run(work, n_clients, DATABASE_URL)
-        stored = Judgement.objects.filter(assignment_id__in=[w.assignment_id for w in work]).count()
-        if stored != hits_done * ITEMS_PER_HIT:
-            raise BenchError(f"baseline stored {stored} judgements, expected {hits_done * 18}")
-        runs.append((base_elapsed, base_ms))
-        print(
-            f"  run {run + 1}: the same {hits_done * ITEMS_PER_HIT:,} judgements in "
-            f"{base_elapsed:.2f} s: {hits_done * ITEMS_PER_HIT / base_elapsed:.0f} judgements/s; "
-            f"per-HIT transaction p50 {percentile(base_ms, 50):.1f} ms, "
-            f"p95 {percentile(base_ms, 95):.1f} ms",
-            flush=True,
-        )
-    base_elapsed = statistics.median(elapsed for elapsed, _ in runs)
-    base_rate = hits_done * ITEMS_PER_HIT / base_elapsed
-    print(f"  median: {base_rate:.0f} judgements/s", flush=True)
     return {
         "ours_rate": ours_rate,
         "base_rate": base_rate,
         "p50": percentile(submit_ms, 50),
         "p95": percentile(submit_ms, 95),
         "protocol": "take_next" if args.take_next else "separate_next",
-        "elapsed": elapsed,
+        "elapsed": sum(done.elapsed for done in rounds),
         "hits": hits_done,
         "ran_out": ran_out,
     }
+
+
+@dataclass
+class RoundResult:
+    """One round: ours for the window, then the baseline writing the same answers."""
+
+    hits: int
+    elapsed: float
+    ours_rate: float
+    base_rate: float
+    submit_ms: list[float]
+    next_ms: list[float]
+    cpu_server: float
+    cpu_here: float
+    load: float
+    ran_out: bool
+
+
+def round_run(
+    args: argparse.Namespace,
+    server: Gunicorn,
+    base_hits: list,
+    base_assignments: list[int],
+    earlier: list[RoundResult],
+) -> RoundResult:
+    """Run ours for one window, check what it stored, then the baseline on fresh HITs."""
+    load = os.getloadavg()[0]
+    worker_pids = server.worker_pids()
+    before = Judgement.objects.filter(assignment__hit__batch__name="bench ours").count()
+    stats, elapsed, cpu_server, cpu_here = clients_run(
+        server.port,
+        args.clients,
+        args.seconds,
+        lambda: cpu_seconds(worker_pids),
+        take_next=args.take_next,
+    )
+    hits_done = sum(mine.hits for mine in stats)
+    if hits_done == 0:
+        raise BenchError("no HIT was submitted in the timed window")
+    stored = Judgement.objects.filter(assignment__hit__batch__name="bench ours").count() - before
+    expected = (hits_done + args.clients) * ITEMS_PER_HIT  # timed HITs + one warm-up each
+    if stored != expected:
+        raise BenchError(f"{stored} judgements stored, expected {expected}")
+    sent = {
+        assignment_id: answers
+        for mine in stats
+        for assignment_id, answers in zip(mine.assignment_ids, mine.submitted, strict=True)
+    }
+    answers_stored_check(sent)
+
+    # The baseline writes the same answers, HIT by HIT, on HITs no earlier round used.
+    offset = sum(done.hits for done in earlier)
+    answers = [hit for mine in stats for hit in mine.submitted]
+    work = baseline_prepare(
+        base_hits[offset : offset + hits_done],
+        base_assignments[offset : offset + hits_done],
+        answers,
+    )
+    connection.close()  # the baseline's clients hold their own connections
+    base_elapsed, _ = baseline_run(work, args.clients, DATABASE_URL)
+    base_stored = Judgement.objects.filter(
+        assignment_id__in=[w.assignment_id for w in work]
+    ).count()
+    if base_stored != hits_done * ITEMS_PER_HIT:
+        raise BenchError(f"baseline stored {base_stored}, expected {hits_done * ITEMS_PER_HIT}")
+    return RoundResult(
+        hits=hits_done,
+        elapsed=elapsed,
+        ours_rate=hits_done * ITEMS_PER_HIT / elapsed,
+        base_rate=hits_done * ITEMS_PER_HIT / base_elapsed,
+        submit_ms=[ms for mine in stats for ms in mine.submit_ms],
+        next_ms=[ms for mine in stats for ms in mine.next_ms],
+        cpu_server=cpu_server,
+        cpu_here=cpu_here,
+        load=load,
+        ran_out=any(mine.ran_out for mine in stats),
+    )
+
+
+def answers_stored_check(sent: dict[int, list[dict[str, Any]]]) -> None:
+    """Every answered assignment stored exactly the answers its client sent."""
+    stored: dict[int, dict[int, tuple]] = {}
+    for assignment_id, item_id, level, other_text, elapsed_ms in Judgement.objects.filter(
+        assignment_id__in=list(sent)
+    ).values_list("assignment_id", "item_id", "level", "other_text", "elapsed_ms"):
+        stored.setdefault(assignment_id, {})[item_id] = (level, other_text, elapsed_ms)
+    for assignment_id, answers in sent.items():
+        wanted = {a["item"]: (a["level"], a["other_text"], a["elapsed_ms"]) for a in answers}
+        if stored.get(assignment_id) != wanted:
+            raise BenchError(f"assignment {assignment_id}: stored answers differ from those sent")
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -299,7 +372,9 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=60, help="timed window (default 60)")
+    parser.add_argument(
+        "--seconds", type=float, default=20, help="timed window of each round (default 20)"
+    )
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
     parser.add_argument(
@@ -315,10 +390,10 @@ def main() -> None:
         help=f"HITs in the annotating batch that ours works on (default {DEFAULT_HITS:,})",
     )
     parser.add_argument(
-        "--baseline-repeats",
+        "--rounds",
         type=int,
         default=3,
-        help="baseline runs over the same HITs; the median counts (default 3)",
+        help="rounds of ours then the baseline on the same answers; medians count (default 3)",
     )
     parser.add_argument(
         "--take-next",
@@ -332,8 +407,8 @@ def main() -> None:
         "--keep-db", action="store_true", help=f"leave the database {DB_NAME} for inspection"
     )
     args = parser.parse_args()
-    if min(args.seconds, args.clients, args.workers, args.baseline_repeats) <= 0:
-        parser.error("--seconds, --clients, --workers and --baseline-repeats must be positive")
+    if min(args.seconds, args.clients, args.workers, args.rounds) <= 0:
+        parser.error("--seconds, --clients, --workers and --rounds must be positive")
     if args.hits < 2 * args.clients:
         parser.error(f"--hits must be at least 2 x --clients ({2 * args.clients})")
 
@@ -372,6 +447,7 @@ def main() -> None:
         seconds=round(result["elapsed"], 1),
         hits=result["hits"],
         ran_out_of_hits=result["ran_out"],
+        rounds=args.rounds,
         database="postgresql",
     )
 

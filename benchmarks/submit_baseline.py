@@ -16,7 +16,6 @@ from typing import Any
 
 import psycopg2
 from common import threads_run
-from django.db import connection
 from django.utils import timezone
 from psycopg2.extras import execute_values
 from submit_fixture import BenchError, HitRows
@@ -93,22 +92,6 @@ def baseline_prepare(
         status = "approved" if passed else "submitted"
         prepared.append(BaselineHit(assignment_id, rows, status, passed))
     return prepared
-
-
-def baseline_reset(work: list[BaselineHit]) -> None:
-    """Undo a baseline run (not timed): delete its judgements, reopen its assignments."""
-    ids = [hit.assignment_id for hit in work]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {Judgement._meta.db_table} WHERE assignment_id = ANY(%s)", [ids]
-        )
-        cursor.execute(
-            f"UPDATE {Assignment._meta.db_table} SET status = 'accepted', submitted_at = NULL, "
-            "golden_passed = NULL, reviewed_at = NULL, flagged = false WHERE id = ANY(%s)",
-            [ids],
-        )
-        # Outside a transaction (autocommit): the next run starts without dead rows.
-        cursor.execute(f"VACUUM {Judgement._meta.db_table}, {Assignment._meta.db_table}")
 
 
 def baseline_run(

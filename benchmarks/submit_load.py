@@ -131,6 +131,8 @@ class ClientStats:
     submit_ms: list[float] = field(default_factory=list)
     # The answers of every timed HIT, in page order: the baseline writes them again.
     submitted: list[list[dict[str, Any]]] = field(default_factory=list)
+    # The assignment each of them answered, to check what the server stored.
+    assignment_ids: list[int] = field(default_factory=list)
     ran_out: bool = False
     finished_at: float = 0.0
     error: BaseException | None = None
@@ -214,7 +216,9 @@ def clients_run(
         deadline = window["start"] + seconds
         try:
             while not stop.is_set() and time.perf_counter() < deadline:
+                assignment_id = page["id"]
                 next_ms, submit_ms, answers, page = hit_work(client, rng, page, take_next)
+                mine.assignment_ids.append(assignment_id)
                 mine.hits += 1
                 mine.next_ms.append(next_ms)
                 mine.submit_ms.append(submit_ms)
