@@ -9,8 +9,9 @@ What it measures: ``candidates_pool`` then ``hits_build`` ("ours"), called as th
 calls them, on a COCO-5K-sized dataset (5,000 images, 25,000 captions) with 1,261 image and
 1,333 caption queries, 5 annotators and k = 5: 64,850 proposals pooled into 46,424 unique
 candidates, packed into HITs of 16 tasks + 1 golden TP + 1 golden TN. The baseline is the
-floor for the same work: plain ``bulk_create`` of exactly the rows ours wrote (snapshotted,
-deleted, then inserted again from objects built before the clock starts). The two run
+floor for the same work: exactly the rows ours wrote (snapshotted, deleted, then written
+again) by the fastest means the database offers, prepared before the clock starts: COPY on
+PostgreSQL, ``bulk_create`` on SQLite (which has no COPY). The two run
 alternately, the median of each is reported, and the last line is one JSON object. After
 every "ours" run the four row counts are asserted and every HIT is validated (16 tasks, the
 last HIT fewer; one golden TP and one golden TN; positions 0..n-1; no pair twice on a page;
@@ -25,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import os
 import statistics
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,7 @@ from mitl.services.pool import candidates_pool  # noqa: E402
 from mitl.services.progress import StageTracker  # noqa: E402
 
 TARGET_RATIO = 2.0
+TARGET_SECONDS = 2.0  # pool + build at the ECCV size, on PostgreSQL
 # 16 tasks a HIT, the last HIT takes the rest; each HIT has 1 golden TP and 1 golden TN.
 EXPECTED_HITS = -(-EXPECTED_CANDIDATES // HIT_SIZE)  # 2,902
 EXPECTED_ITEMS = EXPECTED_CANDIDATES + 2 * EXPECTED_HITS  # 52,228
@@ -205,22 +209,53 @@ def run_ours(batch_id: int) -> tuple[float, float, float, float]:
 
 
 def run_baseline(snapshot: dict[type[Model], list[dict[str, Any]]]) -> tuple[float, float]:
-    """Plain bulk inserts of exactly the snapshotted rows; objects are built before timing.
+    """The fastest write of exactly the snapshotted rows, primary keys included.
 
-    Returns seconds: (wall, this process's CPU).
+    PostgreSQL: COPY of each table from a text buffer built before the clock (the floor the
+    database offers). SQLite, which has no COPY: `bulk_create` of objects built before the
+    clock. One transaction per stage, as the services write. Returns seconds: (wall, this
+    process's CPU).
     """
-    objects = {model: [model(**row) for row in rows] for model, rows in snapshot.items()}
+    if connection.vendor == "postgresql":
+        prepared = {model: _copy_buffer(model, rows) for model, rows in snapshot.items()}
+
+        def write(model: type[Model]) -> None:
+            columns, text = prepared[model]
+            with connection.cursor() as cursor:
+                cursor.copy_expert(
+                    f"COPY {model._meta.db_table} ({columns}) FROM STDIN", io.StringIO(text)
+                )
+    else:
+        objects = {model: [model(**row) for row in rows] for model, rows in snapshot.items()}
+
+        def write(model: type[Model]) -> None:
+            model.objects.bulk_create(objects[model], batch_size=BULK_BATCH)
+
     gc.collect()
     cpu = time.process_time()
     start = time.perf_counter()
-    # One transaction per stage, as the services write.
     with transaction.atomic():
-        Candidate.objects.bulk_create(objects[Candidate], batch_size=BULK_BATCH)
-        Proposal.objects.bulk_create(objects[Proposal], batch_size=BULK_BATCH)
+        write(Candidate)
+        write(Proposal)
     with transaction.atomic():
-        HIT.objects.bulk_create(objects[HIT], batch_size=BULK_BATCH)
-        HITItem.objects.bulk_create(objects[HITItem], batch_size=BULK_BATCH)
+        write(HIT)
+        write(HITItem)
     return time.perf_counter() - start, time.process_time() - cpu
+
+
+def _copy_buffer(model: type[Model], rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """(column list, COPY text) of the rows; every value is a number, a plain word or NULL."""
+    columns = [field.attname for field in model._meta.concrete_fields]
+
+    def text(value: Any) -> str:
+        if value is None:
+            return "\\N"
+        if isinstance(value, datetime):
+            return value.isoformat()
+        return str(value)
+
+    lines = ("\t".join(text(row[column]) for column in columns) + "\n" for row in rows)
+    return ", ".join(columns), "".join(lines)
 
 
 def peak_rss_mib() -> float:
@@ -353,8 +388,11 @@ def main() -> None:
     print(
         f"  ours     {ours_s:.3f} s  (candidates_pool {pool_s:.3f} s, hits_build {build_s:.3f} s)"
     )
-    print(f"  baseline {baseline_s:.3f} s  (bulk_create of the same rows)")
+    floor = "COPY" if vendor == "postgresql" else "bulk_create"
+    print(f"  baseline {baseline_s:.3f} s  ({floor} of the same rows)")
     print(f"  ratio    {ratio:.2f}  (target <= {TARGET_RATIO})")
+    if vendor == "postgresql":
+        print(f"  pool + build {ours_s:.2f} s (target <= {TARGET_SECONDS:g} s at this size)")
     print(f"  peak RSS {peak_rss_mib():.0f} MiB")
     report_line(
         "hit_building",
@@ -366,6 +404,8 @@ def main() -> None:
         hits=counts["HIT"],
         ours_s=round(ours_s, 3),
         baseline_s=round(baseline_s, 3),
+        baseline=floor,
+        seconds_target=TARGET_SECONDS if vendor == "postgresql" else None,
         database=vendor,
     )
 

@@ -9,7 +9,7 @@ from annotation.models import HIT, Batch, Candidate, HITItem
 from mitl.config import BatchConfig
 from mitl.hits import PackingPlan, pack_hits
 
-from .bulk import row_factory
+from .bulk import rows_insert
 from .progress import StageTracker
 
 
@@ -44,7 +44,7 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
             ],
             batch_size=2000,
         )
-        item_row = row_factory(
+        rows_insert(
             HITItem,
             (
                 "hit_id",
@@ -57,10 +57,8 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
                 "retired_after",
                 "added_after",
             ),
-        )
-        HITItem.objects.bulk_create(
             [
-                item_row(
+                (
                     hit.pk,
                     position,
                     item.role.value,
@@ -74,7 +72,6 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
                 for hit, layout in zip(hits, layouts, strict=True)
                 for position, item in enumerate(layout)
             ],
-            batch_size=5000,
         )
     tracker.finish()
     return len(layouts)

@@ -1,28 +1,89 @@
-"""Build tens of thousands of model rows quickly for bulk inserts.
+"""Write tens of thousands of model rows quickly: the pooling and building stages' inserts.
 
-Django builds an instance about twice as fast from positional values as from keywords;
-the pooling and building stages create ~170k rows for an ECCV-sized batch, so it shows.
-Positional values depend on the model's field order, which `row_factory` checks once.
+An ECCV-sized batch writes about 165,000 rows (candidates, proposals, HIT items). On
+PostgreSQL they are streamed with COPY, several times faster than the multi-row INSERTs of
+`bulk_create`; where ids are needed back, they are taken from the table's sequence first,
+in one query. Elsewhere (SQLite) `bulk_create` writes them, from instances built from
+positional values (about twice as fast as from keywords). Rows are tuples in the model's
+field order, which both paths check once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import io
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
-from django.db import models
+from django.db import connection, models
+
+BULK_BATCH = 5000
 
 
-def row_factory(model: type[models.Model], attnames: tuple[str, ...]) -> Callable[..., Any]:
-    """Return `make(*values)` for `model`, after checking `attnames` is its field order.
+def rows_insert(
+    model: type[models.Model],
+    attnames: tuple[str, ...],
+    rows: Sequence[tuple],
+    *,
+    with_ids: bool = False,
+) -> list[int]:
+    """Insert `rows` (values in `attnames` order, the model's fields less the primary key).
 
-    Values follow `attnames` without the primary key (the database assigns it).
+    Returns the new rows' ids in row order when `with_ids`, else an empty list. Call it
+    inside the caller's transaction: a failure leaves nothing behind.
     """
+    _check_field_order(model, attnames)
+    if not rows:
+        return []
+    if connection.vendor != "postgresql":
+        made = model.objects.bulk_create([model(None, *row) for row in rows], batch_size=BULK_BATCH)
+        return [row.pk for row in made] if with_ids else []
+    table = model._meta.db_table
+    columns = attnames
+    ids: list[int] = []
+    with connection.cursor() as cursor:
+        if with_ids:
+            # Fresh sequence values are unique and increase: sorted, they follow row order
+            # as bulk_create's would.
+            cursor.execute(
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+                [table, len(rows)],
+            )
+            ids = sorted(value for (value,) in cursor.fetchall())
+            columns = ("id", *attnames)
+            rows = [(pk, *row) for pk, row in zip(ids, rows, strict=True)]
+        quoted = ", ".join(connection.ops.quote_name(column) for column in columns)
+        cursor.copy_expert(
+            f"COPY {connection.ops.quote_name(table)} ({quoted}) FROM STDIN",
+            io.StringIO("".join(_copy_lines(rows))),
+        )
+    return ids
+
+
+def _check_field_order(model: type[models.Model], attnames: tuple[str, ...]) -> None:
     actual = tuple(field.attname for field in model._meta.concrete_fields)
     if actual != ("id", *attnames):
         raise RuntimeError(f"{model.__name__} fields are {actual}, not id + {attnames}")
 
-    def make(*values: Any) -> models.Model:
-        return model(None, *values)
 
-    return make
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_lines(rows: Iterable[tuple]) -> Iterable[str]:
+    """COPY's text format: tab-separated values, \\N for NULL, backslash escapes."""
+    for row in rows:
+        yield "\t".join(_copy_value(value) for value in row) + "\n"
+
+
+def _copy_value(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value).translate(_ESCAPES)

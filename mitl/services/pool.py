@@ -8,7 +8,7 @@ from annotation.models import Batch, Candidate, Direction, Proposal, Query, Rank
 from mitl.config import BatchConfig
 from mitl.pooling import RankedList, pool_candidates
 
-from .bulk import row_factory
+from .bulk import rows_insert
 from .progress import StageTracker
 
 
@@ -44,25 +44,24 @@ def candidates_pool(*, batch: Batch, config: BatchConfig, tracker: StageTracker)
     pooled = pool_candidates(lists, k=config.k)
     tracker.start(len(pooled))
     directions = dict(Query.objects.filter(batch=batch).values_list("pk", "direction"))
-    candidate = row_factory(
-        Candidate, ("batch_id", "query_id", "direction", "image_id", "caption_id")
-    )
-    proposal = row_factory(Proposal, ("candidate_id", "annotator_id", "query_id", "rank", "score"))
     with transaction.atomic():
-        rows = Candidate.objects.bulk_create(
+        ids = rows_insert(
+            Candidate,
+            ("batch_id", "query_id", "direction", "image_id", "caption_id"),
             [
-                candidate(batch.pk, p.query_id, directions[p.query_id], p.image_id, p.caption_id)
+                (batch.pk, p.query_id, directions[p.query_id], p.image_id, p.caption_id)
                 for p in pooled
             ],
-            batch_size=5000,
+            with_ids=True,
         )
-        Proposal.objects.bulk_create(
+        rows_insert(
+            Proposal,
+            ("candidate_id", "annotator_id", "query_id", "rank", "score"),
             [
-                proposal(row.pk, spec.annotator_id, spec.query_id, spec.rank, spec.score)
-                for row, p in zip(rows, pooled, strict=True)
+                (candidate_id, spec.annotator_id, spec.query_id, spec.rank, spec.score)
+                for candidate_id, p in zip(ids, pooled, strict=True)
                 for spec in p.proposals
             ],
-            batch_size=5000,
         )
     tracker.finish()
     return len(pooled)

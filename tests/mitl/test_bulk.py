@@ -1,0 +1,54 @@
+"""`rows_insert`: COPY on PostgreSQL, bulk_create elsewhere, the same rows either way."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from annotation.models import Caption, Dataset, Image
+from mitl.services.bulk import rows_insert
+
+pytestmark = pytest.mark.django_db
+
+CAPTION_FIELDS = (
+    "dataset_id", "ext_id", "image_id", "text", "is_invalid", "invalid_reason", "invalid_marked_at",
+)  # fmt: skip
+AWKWARD = ["tab\there", "new\nline", "back\\slash \\N", "carriage\rreturn", "émoji 🐈", "\\"]
+
+
+def test_rows_come_back_as_written_with_their_ids_in_order():
+    dataset = Dataset.objects.create(name="bulk")
+    image = Image.objects.create(dataset=dataset, ext_id=1)
+    marked = datetime(2026, 11, 25, 12, 30, tzinfo=UTC)
+    rows = [
+        (dataset.pk, 10 + i, image.pk, text, *_invalid(i % 2 == 0, marked))
+        for i, text in enumerate(AWKWARD)
+    ]
+
+    ids = rows_insert(Caption, CAPTION_FIELDS, rows, with_ids=True)
+
+    assert ids == sorted(ids) and len(set(ids)) == len(rows)
+    stored = {c.pk: c for c in Caption.objects.filter(pk__in=ids)}
+    for pk, row in zip(ids, rows, strict=True):
+        caption = stored[pk]
+        assert tuple(getattr(caption, name) for name in CAPTION_FIELDS) == row
+
+
+def _invalid(invalid: bool, marked: datetime) -> tuple:
+    return (True, "meaningless", marked) if invalid else (False, "", None)
+
+
+def test_without_ids_nothing_is_returned_and_every_row_is_written():
+    dataset = Dataset.objects.create(name="bulk")
+    image = Image.objects.create(dataset=dataset, ext_id=1)
+    rows = [(dataset.pk, i, image.pk, f"caption {i}", False, "", None) for i in range(2500)]
+
+    assert rows_insert(Caption, CAPTION_FIELDS, rows) == []
+    assert Caption.objects.filter(dataset=dataset).count() == 2500
+    assert rows_insert(Caption, CAPTION_FIELDS, []) == []
+
+
+def test_a_wrong_field_order_is_refused_before_writing():
+    with pytest.raises(RuntimeError, match="fields are"):
+        rows_insert(Caption, ("text", "dataset_id"), [("x", 1)])
