@@ -227,8 +227,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 7 * 3600}
 # (annotation.recover_tasks, every TASK_RECOVER_EVERY_S) sends it again once its
 # heartbeat is TASK_STALE_S old, or once it has waited TASK_QUEUED_STALE_S for a worker
 # (a message lost with the broker's memory), and gives up after TASK_MAX_RESENDS tries.
-# Test-only pauses at named points (annotation/faults.py): "submit=1.5,stage:pooling=20".
-FAULT_PAUSES = _env_pauses("MITL_FAULT_PAUSES")
 TASK_HEARTBEAT_S = _env_int("TASK_HEARTBEAT_S", 10, minimum=1)
 TASK_STALE_S = _env_int("TASK_STALE_S", 60, minimum=2)
 TASK_QUEUED_STALE_S = _env_int("TASK_QUEUED_STALE_S", 900, minimum=2)
@@ -239,6 +237,8 @@ if TASK_STALE_S <= 2 * TASK_HEARTBEAT_S:
         f"TASK_STALE_S ({TASK_STALE_S}) must exceed two heartbeats "
         f"(TASK_HEARTBEAT_S = {TASK_HEARTBEAT_S}), or live tasks would be sent again"
     )
+# Test-only pauses at named points (annotation/faults.py): "submit=1.5,stage:pooling=20".
+FAULT_PAUSES = _env_pauses("MITL_FAULT_PAUSES")
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
