@@ -104,7 +104,6 @@ def assignment_submit(
             worker=worker,
             now=now,
         )
-        fault_pause("submit")
     if result is None:  # recorded as expired, committed above
         raise ServiceError(_EXPIRED)
     return result
@@ -137,7 +136,6 @@ def assignment_submit_own(
             worker=worker,
             now=now,
         )
-        fault_pause("submit")
     if result is None:
         raise ServiceError(_EXPIRED)
     return result
@@ -209,6 +207,7 @@ def _submit_locked(
             # This work may have been the failure that suspended a golden: decided again.
             locked.refresh_from_db()
             misses = assignment_golden_misses(assignment_id=locked.pk)
+        fault_pause("submit")  # stored, not yet committed: where the soak's kills land
         return SubmissionResult(
             assignment=locked,
             judgements=judgements,
