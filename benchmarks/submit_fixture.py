@@ -61,6 +61,8 @@ def batch_with_hits(
     name: str,
     n_hits: int,
     state: BatchState,
+    *,
+    max_assignments: int = 1,
 ) -> list[HitRows]:
     """A batch in `state` with `n_hits` HITs of 16 tasks + 1 golden TP + 1 golden TN.
 
@@ -94,7 +96,8 @@ def batch_with_hits(
         batch_size=5000,
     )
     hits = HIT.objects.bulk_create(
-        [HIT(batch=batch, index=h, max_assignments=1) for h in range(n_hits)], batch_size=5000
+        [HIT(batch=batch, index=h, max_assignments=max_assignments) for h in range(n_hits)],
+        batch_size=5000,
     )
     rng = random.Random(f"{name}-{n_hits}")
     items: list[HITItem] = []

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -19,11 +18,7 @@ from common import REPO_ROOT
 from submit_fixture import BenchError
 from submit_load import WebClient
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from soak.processes import free_port
 
 
 class Gunicorn:

@@ -16,13 +16,6 @@ from importlib import import_module
 from .client import Browser
 from .processes import ROOT
 
-ANSWER_LEVELS = ("yes", "weak_yes", "weak_no", "no")
-FOLLOWUPS = {
-    "weak_yes": {"shortcomings": ["misses_main_concept"], "wrong_concepts": []},
-    "weak_no": {"shortcomings": ["wrong_description"], "wrong_concepts": ["color"]},
-}
-HIT_TASKS = 16  # + 1 golden TP + 1 golden TN, the default HIT
-
 
 def django_start(env: dict[str, str]) -> None:
     """Set Django up in this process with the run's environment (database, cache, key)."""
@@ -68,77 +61,47 @@ def browsers_make(prefix: str, count: int, port: int) -> list[Browser]:
 def annotating_batch(name: str, *, n_hits: int, max_assignments: int) -> int:
     """A batch taking answers, with `n_hits` HITs of 16 distinct task pairs and 2 goldens.
 
-    Written directly, as building would leave it; images have no files (the API pages
-    only link them). Returns the batch id.
+    The submit benchmark's rows (benchmarks/submit_fixture.py): written directly, as
+    building would leave them, on a dataset of images without files. Returns the batch id.
     """
-    from annotation.models import (
-        HIT,
-        Batch,
-        BatchState,
-        Candidate,
-        Caption,
-        Dataset,
-        HITItem,
-        Image,
-        ItemRole,
-        Query,
-    )
-    from mitl.config import parse_batch_config
+    _benchmarks_importable()
+    from common import dataset_create
+    from submit_fixture import CAPTIONS_PER_IMAGE, N_IMAGES, batch_with_hits
 
-    n_images = max(32, n_hits)
-    dataset = Dataset.objects.create(name=f"{name} data")
-    images = Image.objects.bulk_create(
-        [Image(dataset=dataset, ext_id=i, file_name=f"{i}.jpg", labels=[]) for i in range(n_images)]
+    from annotation.models import HIT, BatchState
+
+    dataset, image_pks, caption_pks = dataset_create(
+        name=f"{name} data",
+        description="soak run",
+        n_images=N_IMAGES,
+        captions_per_image=CAPTIONS_PER_IMAGE,
+        caption_text="picture {n}, caption {j}",
     )
-    captions = Caption.objects.bulk_create(
-        [
-            Caption(dataset=dataset, ext_id=i, image=image, text=f"picture number {i}")
-            for i, image in enumerate(images)
-        ]
+    hits = batch_with_hits(
+        dataset,
+        image_pks,
+        caption_pks,
+        name,
+        n_hits,
+        BatchState.ANNOTATING,
+        max_assignments=max_assignments,
     )
-    config = parse_batch_config(
-        {"annotators": ["soak"], "n_image_queries": n_hits, "n_caption_queries": 0, "hit_size": 16}
-    )
-    batch = Batch.objects.create(
-        dataset=dataset, name=name, config=config.to_json(), state=BatchState.ANNOTATING
-    )
-    hits = HIT.objects.bulk_create(
-        [HIT(batch=batch, index=h, max_assignments=max_assignments) for h in range(n_hits)]
-    )
-    items = []
-    for h, hit in enumerate(hits):
-        query = Query.objects.create(batch=batch, direction="i2t", image=images[h])
-        # Task pairs: image h with 16 other images' captions, all distinct in the batch.
-        others = [captions[(h + 1 + t) % n_images] for t in range(HIT_TASKS)]
-        candidates = Candidate.objects.bulk_create(
-            [
-                Candidate(batch=batch, query=query, direction="i2t", image=images[h], caption=c)
-                for c in others
-            ]
-        )
-        pairs = [(ItemRole.TASK, c, images[h], c.caption) for c in candidates]
-        golden = images[(h + 7) % n_images]  # its own caption fits; a distant one does not
-        far = captions[(golden.ext_id + n_images // 2) % n_images]
-        pairs.insert(h % len(pairs), (ItemRole.GOLDEN_TP, None, golden, captions[golden.ext_id]))
-        pairs.insert((h * 5) % len(pairs), (ItemRole.GOLDEN_TN, None, golden, far))
-        items += [
-            HITItem(hit=hit, position=p, role=role, candidate=cand, image=image, caption=caption)
-            for p, (role, cand, image, caption) in enumerate(pairs)
-        ]
-    HITItem.objects.bulk_create(items, batch_size=5000)
-    return batch.pk
+    return HIT.objects.values_list("batch_id", flat=True).get(pk=hits[0].hit_id)
 
 
 def answers_for(page: dict, rng) -> list[dict]:
-    """A whole HIT's answers as the page sends them, drawn at random."""
-    answers = []
-    for item in page["items"]:
-        level = rng.choice(ANSWER_LEVELS)
-        followups = FOLLOWUPS.get(level, {"shortcomings": [], "wrong_concepts": []})
-        answers.append(
-            {"item": item["id"], "level": level, "other_text": "", "elapsed_ms": 1500, **followups}
-        )
-    return answers
+    """A whole HIT's answers as the page sends them, drawn as the submit benchmark draws them."""
+    _benchmarks_importable()
+    from submit_load import answers_make
+
+    return answers_make(rng, [item["id"] for item in page["items"]])
+
+
+def _benchmarks_importable() -> None:
+    """The benchmarks' modules import each other by plain name: put their folder on the path."""
+    folder = str(ROOT / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
 
 
 @dataclass
