@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from common import dataset_create, django_setup, report_line
@@ -195,11 +196,11 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     )
 
     rounds: list[RoundResult] = []
-    with tempfile.TemporaryFile(prefix="bench-submit-gunicorn-") as log:
+    with tempfile.TemporaryDirectory(prefix="bench-submit-gunicorn-") as log_dir:
         server = Gunicorn(
             workers=args.workers,
             threads=args.threads,
-            log=log,
+            log_dir=Path(log_dir),
             database_url=DATABASE_URL,
             cache_url=CACHE_URL,
         )

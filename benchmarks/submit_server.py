@@ -8,27 +8,25 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
-import subprocess
 import time
 from pathlib import Path
-from typing import IO
 
-from common import REPO_ROOT
 from submit_fixture import BenchError
 from submit_load import WebClient
 
-from soak.processes import free_port
+from soak.processes import free_port, gunicorn
 
 
 class Gunicorn:
-    """gunicorn running `config.wsgi` with 2 sync workers, in its own process group."""
+    """gunicorn running `config.wsgi` with the benchmark's settings, in its own process group.
+
+    The process itself is the soak run's `Service` (start, stop, workers, log tail).
+    """
 
     def __init__(
-        self, workers: int, threads: int, log: IO[bytes], *, database_url: str, cache_url: str
+        self, workers: int, threads: int, log_dir: Path, *, database_url: str, cache_url: str
     ) -> None:
         self.port = free_port()
-        self.log = log
         env = {
             **os.environ,
             "DATABASE_URL": database_url,
@@ -41,29 +39,15 @@ class Gunicorn:
             "LOGIN_RATE_PER_IP": "off",
             "LOG_LEVEL": "WARNING",
         }
-        self.process = subprocess.Popen(
-            [
-                str(REPO_ROOT / ".venv" / "bin" / "gunicorn"),
-                "config.wsgi",
-                "-w",
-                str(workers),
-                "--threads",
-                str(threads),
-                "-b",
-                f"127.0.0.1:{self.port}",
-            ],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own group: stopping it stops its workers too
-        )
+        self.service = gunicorn(env, log_dir, port=self.port, workers=workers, threads=threads)
+        self.service.start()
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise BenchError(f"gunicorn exited with {self.process.returncode}:\n{self.tail()}")
+            if not self.service.alive():
+                code = self.service.process.returncode
+                raise BenchError(f"gunicorn exited with {code}:\n{self.tail()}")
             try:
                 status, _ = WebClient(self.port).request("GET", "/api/health/")
                 if status == 200:
@@ -74,27 +58,13 @@ class Gunicorn:
         raise BenchError(f"gunicorn did not answer /api/health/ in {timeout:.0f} s:\n{self.tail()}")
 
     def worker_pids(self) -> list[int]:
-        path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-        try:
-            return [int(pid) for pid in path.read_text().split()]
-        except OSError:
-            return []
+        return self.service.children()
 
     def tail(self, lines: int = 30) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        return "\n".join(self.log.read().decode(errors="replace").splitlines()[-lines:])
+        return self.service.tail(lines)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-            except ProcessLookupError:
-                pass
+        self.service.stop()
 
 
 def cpu_seconds(pids: list[int]) -> float:

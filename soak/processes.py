@@ -187,12 +187,14 @@ class PrivateRedis:
         self.service.kill()  # a crash: whatever it held in memory is gone
 
 
-def gunicorn(env: dict[str, str], log_dir: Path, *, workers: int, threads: int) -> Service:
-    """gunicorn on `config.wsgi` (a free port in env["SOAK_PORT"])."""
+def gunicorn(
+    env: dict[str, str], log_dir: Path, *, port: int, workers: int, threads: int
+) -> Service:
+    """gunicorn on `config.wsgi` at 127.0.0.1:`port`, logging to log_dir/gunicorn.log."""
     argv = [
         sys.executable, "-m", "gunicorn", "config.wsgi",
         "-w", str(workers), "--threads", str(threads),
-        "-b", f"127.0.0.1:{env['SOAK_PORT']}", "--graceful-timeout", "5",
+        "-b", f"127.0.0.1:{port}", "--graceful-timeout", "5",
     ]  # fmt: skip
     return Service("gunicorn", argv, env, log_dir)
 

@@ -67,10 +67,11 @@ class Stack:
             "TASK_HEARTBEAT_S": "1",
             "TASK_STALE_S": "4",
             "TASK_RECOVER_EVERY_S": "2",
-            "SOAK_PORT": str(self.port),
         }
         web_env = {**self.env, "MITL_FAULT_PAUSES": fault_pauses}
-        self.gunicorn: Service = gunicorn(web_env, folder, workers=gunicorn_workers, threads=4)
+        self.gunicorn: Service = gunicorn(
+            web_env, folder, port=self.port, workers=gunicorn_workers, threads=4
+        )
 
     def start(self) -> None:
         from .world import django_start
