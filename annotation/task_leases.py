@@ -62,28 +62,19 @@ def task_queue(task: Task, args: Sequence[Any], spec: LeaseSpec) -> None:
     args = list(args)
     if not task.app.conf.task_always_eager:
         now = timezone.now()
-        fields = {
-            "task": task.name,
-            "args": args,
-            "state": LeaseState.QUEUED,
-            "holder": "",
-            "queued_at": now,
-            "heartbeat_at": None,
-            "resent": 0,
-            "batch_id": spec.batch_id,
-            "import_job_id": spec.import_job_id,
-        }
-        updated = (
-            TaskLease.objects.filter(key=spec.key)
-            .exclude(state=LeaseState.RUNNING, heartbeat_at__gte=_stale_before(now))
-            .update(**fields)
-        )
-        if not updated and not TaskLease.objects.filter(key=spec.key).exists():
-            try:
-                with transaction.atomic():
-                    TaskLease.objects.create(key=spec.key, **fields)
-            except IntegrityError:
-                pass  # queued by a concurrent caller at the same moment: one lease is enough
+        _lease_write(
+            spec,
+            replaceable=~Q(state=LeaseState.RUNNING, heartbeat_at__gte=_stale_before(now)),
+            fields={
+                "task": task.name,
+                "args": args,
+                "state": LeaseState.QUEUED,
+                "holder": "",
+                "queued_at": now,
+                "heartbeat_at": None,
+                "resent": 0,
+            },
+        )  # False: a live worker holds it, or a concurrent caller queued it at this moment
     transaction.on_commit(lambda: task.apply_async(args=args))
 
 
@@ -163,33 +154,39 @@ def _stale_before(now: datetime) -> datetime:
 
 def _claim(spec: LeaseSpec, *, holder: str, task_name: str, args: list[Any]) -> bool:
     now = timezone.now()
-    claimed = (
-        TaskLease.objects.filter(key=spec.key)
-        .filter(
-            Q(state=LeaseState.QUEUED)
-            | Q(state=LeaseState.RUNNING, heartbeat_at__lt=_stale_before(now))
-        )
-        .update(state=LeaseState.RUNNING, holder=holder, heartbeat_at=now)
-    )
-    if claimed:
+    return _lease_write(
+        spec,
+        replaceable=Q(state=LeaseState.QUEUED)
+        | Q(state=LeaseState.RUNNING, heartbeat_at__lt=_stale_before(now)),
+        fields={"state": LeaseState.RUNNING, "holder": holder, "heartbeat_at": now},
+        # Sent without a lease (e.g. by hand, or by a version before leases): lease it now.
+        created_with={"task": task_name, "args": args, "queued_at": now},
+    )  # False: a live holder, or abandoned until an admin resumes it
+
+
+def _lease_write(
+    spec: LeaseSpec,
+    *,
+    replaceable: Q,
+    fields: dict[str, Any],
+    created_with: dict[str, Any] | None = None,
+) -> bool:
+    """Write `fields` into the lease of `spec` where `replaceable` matches it, or create the
+    lease (with `created_with` too) when there is none; False when another lease stands."""
+    if TaskLease.objects.filter(replaceable, key=spec.key).update(**fields):
         return True
     if TaskLease.objects.filter(key=spec.key).exists():
-        return False  # a live holder, or abandoned until an admin resumes it
-    # Sent without a lease (e.g. by hand, or by a version before leases): lease it now.
+        return False
     try:
         with transaction.atomic():
             TaskLease.objects.create(
                 key=spec.key,
-                task=task_name,
-                args=args,
-                state=LeaseState.RUNNING,
-                holder=holder,
-                queued_at=now,
-                heartbeat_at=now,
                 batch_id=spec.batch_id,
                 import_job_id=spec.import_job_id,
+                **fields,
+                **(created_with or {}),
             )
-    except IntegrityError:
+    except IntegrityError:  # created by a concurrent caller at this moment
         return False
     return True
 
