@@ -33,7 +33,6 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +62,7 @@ from annotation.models import (  # noqa: E402
 )
 from mitl.config import batch_config  # noqa: E402
 from mitl.services.build import hits_build  # noqa: E402
+from mitl.services.bulk import copy_text  # noqa: E402
 from mitl.services.pool import candidates_pool  # noqa: E402
 from mitl.services.progress import StageTracker  # noqa: E402
 
@@ -244,18 +244,9 @@ def run_baseline(snapshot: dict[type[Model], list[dict[str, Any]]]) -> tuple[flo
 
 
 def _copy_buffer(model: type[Model], rows: list[dict[str, Any]]) -> tuple[str, str]:
-    """(column list, COPY text) of the rows; every value is a number, a plain word or NULL."""
+    """(column list, COPY text) of the rows, formatted as the stages format theirs."""
     columns = [field.attname for field in model._meta.concrete_fields]
-
-    def text(value: Any) -> str:
-        if value is None:
-            return "\\N"
-        if isinstance(value, datetime):
-            return value.isoformat()
-        return str(value)
-
-    lines = ("\t".join(text(row[column]) for column in columns) + "\n" for row in rows)
-    return ", ".join(columns), "".join(lines)
+    return ", ".join(columns), copy_text(tuple(row[c] for c in columns) for row in rows)
 
 
 def peak_rss_mib() -> float:

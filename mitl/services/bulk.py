@@ -55,7 +55,7 @@ def rows_insert(
         quoted = ", ".join(connection.ops.quote_name(column) for column in columns)
         cursor.copy_expert(
             f"COPY {connection.ops.quote_name(table)} ({quoted}) FROM STDIN",
-            io.StringIO("".join(_copy_lines(rows))),
+            io.StringIO(copy_text(rows)),
         )
     return ids
 
@@ -69,10 +69,9 @@ def _check_field_order(model: type[models.Model], attnames: tuple[str, ...]) -> 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
-def _copy_lines(rows: Iterable[tuple]) -> Iterable[str]:
-    """COPY's text format: tab-separated values, \\N for NULL, backslash escapes."""
-    for row in rows:
-        yield "\t".join(_copy_value(value) for value in row) + "\n"
+def copy_text(rows: Iterable[tuple]) -> str:
+    """Rows in COPY's text format: tab-separated values, \\N for NULL, backslash escapes."""
+    return "".join("\t".join(_copy_value(value) for value in row) + "\n" for row in rows)
 
 
 def _copy_value(value: Any) -> str:
