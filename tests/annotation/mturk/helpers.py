@@ -8,6 +8,7 @@ import io
 import json
 import re
 from datetime import datetime
+from typing import Any
 
 from botocore.stub import Stubber
 
@@ -128,6 +129,22 @@ def expect_listing(stub: Stubber, hit: HIT, *pages: list[dict]) -> None:
         if number + 1 < len(pages):
             response["NextToken"] = f"page-{number + 1}"
         stub.add_response("list_assignments_for_hit", response, params)
+
+
+def expect_reject_and_repost(stub: Stubber, hit: HIT, assignment_id: str, feedback: Any) -> None:
+    """MTurk rejects the assignment with `feedback`, then gives its HIT one assignment back."""
+    stub.add_response(
+        "reject_assignment", {}, {"AssignmentId": assignment_id, "RequesterFeedback": feedback}
+    )
+    stub.add_response(
+        "create_additional_assignments_for_hit",
+        {},
+        {
+            "HITId": hit.external_id,
+            "NumberOfAdditionalAssignments": 1,
+            "UniqueRequestToken": f"mitl-replace-{assignment_id}",
+        },
+    )
 
 
 def stub_past() -> datetime:

@@ -27,6 +27,7 @@ from mitl.services.progress import StageTracker
 from .helpers import (
     accept_and_submit,
     expect_listing,
+    expect_reject_and_repost,
     listed,
     publish,
 )
@@ -59,23 +60,11 @@ def test_sync_approves_rejects_reposts_and_a_second_sync_sends_nothing(
         stub, h1, listed(h1, ("3A11", "A1W1", "Submitted"), ("3A12", "A1W3", "Submitted"))
     )
     stub.add_response("approve_assignment", {}, {"AssignmentId": "3A11"})
-    stub.add_response(
-        "reject_assignment",
-        {},
-        {
-            "AssignmentId": "3A12",
-            "RequesterFeedback": "The check pairs were wrong. 1 pair with a known answer "
-            "was answered wrongly.",
-        },
-    )
-    stub.add_response(
-        "create_additional_assignments_for_hit",
-        {},
-        {
-            "HITId": h1.external_id,
-            "NumberOfAdditionalAssignments": 1,
-            "UniqueRequestToken": "mitl-replace-3A12",
-        },
+    expect_reject_and_repost(
+        stub,
+        h1,
+        "3A12",
+        "The check pairs were wrong. 1 pair with a known answer was answered wrongly.",
     )
     # 3A22 was submitted on MTurk, but its answers never reached the platform.
     expect_listing(
@@ -268,23 +257,7 @@ def test_confirmed_work_that_fails_under_approve_or_reject_is_rejected_with_feed
     failed = accept_and_submit(h0, "A1W1", "3A01", wrong_golden=True)
     assert (failed.status, failed.flagged) == ("submitted", True)  # not rejected at submit
     expect_listing(stub, h0, listed(h0, ("3A01", "A1W1", "Submitted")))
-    stub.add_response(
-        "reject_assignment",
-        {},
-        {
-            "AssignmentId": "3A01",
-            "RequesterFeedback": "1 pair with a known answer was answered wrongly.",
-        },
-    )
-    stub.add_response(
-        "create_additional_assignments_for_hit",
-        {},
-        {
-            "HITId": h0.external_id,
-            "NumberOfAdditionalAssignments": 1,
-            "UniqueRequestToken": "mitl-replace-3A01",
-        },
-    )
+    expect_reject_and_repost(stub, h0, "3A01", "1 pair with a known answer was answered wrongly.")
     for hit in rest:
         expect_listing(stub, hit, [])
     report = mturk_sync(batch=annotating_batch, client=client)
@@ -309,35 +282,9 @@ def test_a_submission_without_answers_is_rejected_on_mturk_after_the_grace_perio
     on_h1 = listed(h1, ("3A11", "A1W11", "Submitted"))
     on_h1[0]["SubmitTime"] = old  # opened our page, never sent the answers
     expect_listing(stub, h0, on_h0)
-    stub.add_response(
-        "reject_assignment",
-        {},
-        {"AssignmentId": "3A01", "RequesterFeedback": MISSING_FEEDBACK},
-    )
-    stub.add_response(
-        "create_additional_assignments_for_hit",
-        {},
-        {
-            "HITId": h0.external_id,
-            "NumberOfAdditionalAssignments": 1,
-            "UniqueRequestToken": "mitl-replace-3A01",
-        },
-    )
+    expect_reject_and_repost(stub, h0, "3A01", MISSING_FEEDBACK)
     expect_listing(stub, h1, on_h1)
-    stub.add_response(
-        "reject_assignment",
-        {},
-        {"AssignmentId": "3A11", "RequesterFeedback": MISSING_FEEDBACK},
-    )
-    stub.add_response(
-        "create_additional_assignments_for_hit",
-        {},
-        {
-            "HITId": h1.external_id,
-            "NumberOfAdditionalAssignments": 1,
-            "UniqueRequestToken": "mitl-replace-3A11",
-        },
-    )
+    expect_reject_and_repost(stub, h1, "3A11", MISSING_FEEDBACK)
     for hit in rest:
         expect_listing(stub, hit, [])
     report = mturk_sync(batch=annotating_batch, client=client, now=now)
@@ -425,16 +372,7 @@ def test_made_up_work_on_the_page_does_not_stop_a_rejected_assignment_being_repo
     for n in range(2):  # made-up ids: stored, never listed by MTurk
         accept_and_submit(h0, f"A1FORGED{n}", f"3FORGED{n}")
     expect_listing(stub, h0, listed(h0, ("3A01", "A1W1", "Submitted")))
-    stub.add_response("reject_assignment", {}, {"AssignmentId": "3A01", "RequesterFeedback": ANY})
-    stub.add_response(
-        "create_additional_assignments_for_hit",
-        {},
-        {
-            "HITId": h0.external_id,
-            "NumberOfAdditionalAssignments": 1,
-            "UniqueRequestToken": "mitl-replace-3A01",
-        },
-    )
+    expect_reject_and_repost(stub, h0, "3A01", ANY)
     for hit in rest:
         expect_listing(stub, hit, [])
     report = mturk_sync(batch=annotating_batch, client=client)
