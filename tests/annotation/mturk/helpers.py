@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.stub import Stubber
 
-from annotation.models import HIT, Batch, HITItem
+from annotation.models import HIT, Batch, HITItem, items_shown_to
 from annotation.mturk.hit_page import mturk_assignment_open, mturk_assignment_submit
 from annotation.mturk.hit_type import HitTypeSettings, hit_type_request
 from annotation.mturk.links import hit_page_path
@@ -101,7 +101,7 @@ def accept_and_submit(hit: HIT, worker_id: str, assignment_id: str, *, wrong_gol
     assignment = mturk_assignment_open(hit=hit, worker_id=worker_id, assignment_id=assignment_id)
     answers = [
         AnswerInput(item_id=item.pk, level=level_for(item, wrong_golden), elapsed_ms=900)
-        for item in hit.items.order_by("position")
+        for item in hit.items.filter(items_shown_to(assignment.pk)).order_by("position")
     ]
     mturk_assignment_submit(assignment=assignment, answers=answers)
     assignment.refresh_from_db()
