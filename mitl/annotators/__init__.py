@@ -26,6 +26,7 @@ __all__ = [
 
 ANNOTATOR_KINDS: dict[str, str] = {
     "bow": "mitl.annotators.bow:BowAnnotator",
+    "embeddings": "mitl.annotators.precomputed_embeddings:PrecomputedEmbeddingAnnotator",
     "object_labels": "mitl.annotators.object_labels:ObjectLabelsAnnotator",
     "open_clip": "mitl.annotators.open_clip:OpenClipAnnotator",
     "precomputed": "mitl.annotators.precomputed:PrecomputedAnnotator",

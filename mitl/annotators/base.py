@@ -160,7 +160,10 @@ class EmbeddingAnnotator(Annotator):
     Subclasses implement `embed_images` and `embed_captions` (L2-normalised float32 rows).
     `prepare` reuses what `store` already holds and embeds only the missing items, so an
     item is embedded once per annotator version, whatever the number of batches.
+    A subclass whose vectors already sit in a file sets `uses_store` to False.
     """
+
+    uses_store: ClassVar[bool] = True
 
     def __init__(self, *, name: str, config: Mapping[str, Any]) -> None:
         super().__init__(name=name, config=config)

@@ -24,7 +24,18 @@ from mitl.aggregation import WorkerAnswer, aggregate
 from mitl.config import BatchConfig
 from mitl.judgements import Level
 
+from .bulk import rows_insert
 from .progress import StageTracker
+
+VERDICT_FIELDS = (
+    "candidate_id",
+    "rule",
+    "is_positive",
+    "score",
+    "confidence",
+    "n_judgements",
+    "distribution",
+)
 
 
 @dataclass(frozen=True)
@@ -68,22 +79,23 @@ def verdicts_aggregate(
         )
     )
     tracker.start(len(pairs))
-    verdicts = [
-        Verdict(
-            candidate_id=candidate_id,
-            rule=config.aggregation,
-            is_positive=spec.is_positive,
-            score=spec.score,
-            confidence=spec.confidence,
-            n_judgements=sum(spec.distribution.values()),
-            distribution=spec.distribution,
+    specs = aggregate(config.aggregation, answers, known=known)
+    verdict_rows = [
+        (
+            candidate_id,
+            config.aggregation,
+            spec.is_positive,
+            spec.score,
+            spec.confidence,
+            sum(spec.distribution.values()),
+            spec.distribution,
         )
-        for candidate_id, spec in aggregate(config.aggregation, answers, known=known).items()
+        for candidate_id, spec in specs.items()
     ]
-    positives = sorted(pairs[v.candidate_id] for v in verdicts if v.is_positive)
+    positives = sorted(pairs[pk] for pk, spec in specs.items() if spec.is_positive)
     with transaction.atomic():
-        Verdict.objects.filter(candidate__batch=batch).delete()
-        Verdict.objects.bulk_create(verdicts, batch_size=5000)
+        Verdict.objects.filter(candidate__batch=batch)._raw_delete(Verdict.objects.db)
+        rows_insert(Verdict, VERDICT_FIELDS, verdict_rows)
         human, _ = PositiveSet.objects.get_or_create(
             dataset_id=batch.dataset_id,
             name=human_set_name(batch),
@@ -94,14 +106,17 @@ def verdicts_aggregate(
                 ),
             },
         )
-        human.pairs.all().delete()
-        PositivePair.objects.bulk_create(
-            [PositivePair(positive_set=human, image_id=i, caption_id=c) for i, c in positives],
-            batch_size=5000,
+        human.pairs.all()._raw_delete(PositivePair.objects.db)
+        rows_insert(
+            PositivePair,
+            ("positive_set_id", "image_id", "caption_id"),
+            [(human.pk, image, caption) for image, caption in positives],
         )
     tracker.finish()
     return AggregationSummary(
-        verdicts=len(verdicts), positives=len(positives), unjudged=len(pairs) - len(verdicts)
+        verdicts=len(verdict_rows),
+        positives=len(positives),
+        unjudged=len(pairs) - len(verdict_rows),
     )
 
 

@@ -11,6 +11,7 @@ field order, which both paths check once.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -85,4 +86,6 @@ def _copy_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, dict | list):  # a JSONField's value
+        return json.dumps(value).translate(_ESCAPES)
     return str(value).translate(_ESCAPES)

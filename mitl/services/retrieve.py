@@ -63,7 +63,7 @@ def annotator_prepare(
 ) -> Annotator:
     """Build an annotator from its row and prepare it on the corpus, using the cache."""
     annotator = build_annotator(kind=row.kind, name=row.name, config=row.config)
-    if isinstance(annotator, EmbeddingAnnotator):
+    if isinstance(annotator, EmbeddingAnnotator) and annotator.uses_store:
         annotator.store = DatabaseEmbeddingStore(annotator=row, dataset=dataset)
         if listener is not None:
             annotator.progress = lambda what, done, total: listener(
@@ -135,7 +135,8 @@ def retrieval_plan(
 def embeddings_warm(*, batch: Batch, config: BatchConfig, loaded: LoadedCorpus) -> None:
     """Fill the embedding cache once, so parallel chunks only read it."""
     for row in _batch_annotators(batch, config):
-        if issubclass(annotator_class(row.kind), EmbeddingAnnotator):
+        kind = annotator_class(row.kind)
+        if issubclass(kind, EmbeddingAnnotator) and kind.uses_store:
             annotator_prepare(row=row, dataset=batch.dataset, loaded=loaded)
 
 

@@ -52,3 +52,25 @@ def test_without_ids_nothing_is_returned_and_every_row_is_written():
 def test_a_wrong_field_order_is_refused_before_writing():
     with pytest.raises(RuntimeError, match="fields are"):
         rows_insert(Caption, ("text", "dataset_id"), [("x", 1)])
+
+
+def test_json_values_come_back_as_written():
+    """Verdicts go through COPY: their JSON distribution survives it, awkward keys and all."""
+    from annotation.models import Batch, Candidate, Direction, Query, Verdict
+    from mitl.services.aggregate import VERDICT_FIELDS
+
+    dataset = Dataset.objects.create(name="bulk")
+    image = Image.objects.create(dataset=dataset, ext_id=1)
+    caption = Caption.objects.create(dataset=dataset, ext_id=1, image=image, text="a cat")
+    batch = Batch.objects.create(dataset=dataset, name="b", config={"annotators": []})
+    query = Query.objects.create(batch=batch, direction=Direction.I2T, image=image)
+    candidate = Candidate.objects.create(
+        batch=batch, query=query, direction=Direction.I2T, image=image, caption=caption
+    )
+    distribution = {"yes": 2, "no\t\\": 1}
+    row = (candidate.pk, "eccv", True, 0.8333333333333334, 0.5, 3, distribution)
+    rows_insert(Verdict, VERDICT_FIELDS, [row])
+
+    verdict = Verdict.objects.get(candidate=candidate)
+    assert verdict.distribution == distribution and verdict.n_judgements == 3
+    assert verdict.score == row[3]

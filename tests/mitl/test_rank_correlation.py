@@ -22,6 +22,16 @@ def test_tau_matches_scipys_tau_b_with_ties(seed):
     assert kendall_tau_b(x, y) == pytest.approx(kendalltau(x, y, variant="b").statistic)
 
 
+@pytest.mark.parametrize("length", [2, 30, 256, 257, 600])
+def test_short_and_long_lists_agree_with_scipy(length):
+    """Lists up to 256 long are compared pair by pair, longer ones by scipy: same tau."""
+    rng = np.random.default_rng(length)
+    x = rng.integers(0, 8, length).astype(float)
+    y = np.where(rng.random(length) < 0.5, x, rng.integers(0, 8, length))
+    x[:2], y[:2] = (0, 1), (0, 1)  # never constant
+    assert kendall_tau_b(x, y) == pytest.approx(kendalltau(x, y, variant="b").statistic, abs=1e-12)
+
+
 def test_tied_pairs_neither_agree_nor_disagree():
     # Pairs (1, 2) tie in x and (2, 3) in y; the other four agree: tau = 4 / sqrt(5 * 5).
     assert kendall_tau_b([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(0.8)
