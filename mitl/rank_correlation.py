@@ -5,6 +5,7 @@ Pure Python, numpy and scipy: no Django import.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,8 +41,14 @@ _PAIRWISE_MAX = 256
 
 def _tau_b_pairwise(a: np.ndarray, b: np.ndarray) -> float:
     """tau-b = (concordant - discordant) / sqrt(pairs untied in a * pairs untied in b)."""
-    upper = np.triu_indices(len(a), k=1)
-    sign_a = np.sign(a[:, None] - a[None, :])[upper]
-    sign_b = np.sign(b[:, None] - b[None, :])[upper]
+    first, second = _pairs(len(a))
+    sign_a = np.sign(a[first] - a[second])
+    sign_b = np.sign(b[first] - b[second])
     untied = np.count_nonzero(sign_a) * np.count_nonzero(sign_b)
     return float(np.dot(sign_a, sign_b) / np.sqrt(untied))
+
+
+@functools.cache
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The index pairs (i, j), i < j, of n items (cached: lists are mostly 25 to 50 long)."""
+    return np.triu_indices(n, k=1)

@@ -180,17 +180,15 @@ def _work_on(
     assignment = assignment_create(hit=hit, worker=worker)
     items = (
         hit.items.filter(items_shown_to(assignment.pk))
-        .select_related("image", "caption")
         .order_by("position")
+        .values_list("pk", "image__ext_id", "caption__ext_id")
     )
     answers = []
-    for item in items:
-        given = answer(
-            truth(item.image.ext_id, item.caption.ext_id), profile, rng, followups=config.followups
-        )
+    for item_id, image, caption in items:
+        given = answer(truth(image, caption), profile, rng, followups=config.followups)
         answers.append(
             AnswerInput(
-                item_id=item.pk,
+                item_id=item_id,
                 level=given.level.value,
                 shortcomings=given.shortcomings,
                 wrong_concepts=given.wrong_concepts,
