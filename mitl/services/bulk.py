@@ -61,6 +61,23 @@ def rows_insert(
     return ids
 
 
+def tables_analyze(*model_classes: type[models.Model]) -> None:
+    """Refresh PostgreSQL's planner statistics of these tables (elsewhere: nothing to do).
+
+    A stage that has just written tens of thousands of rows leaves statistics that describe
+    the tables before it: the planner then guesses thousands of rows where an index finds
+    18, and hash-joins whole tables per HIT (measured: a HIT's pairs read in 2.4 ms with 25,000
+    captions and 5 ms with 75,000, against 0.5 ms once analysed). Autovacuum catches up
+    within minutes; the next stage starts at once. ANALYZE reads a fixed sample (30,000 rows
+    at the default statistics target), so its cost does not grow with the table.
+    """
+    if connection.vendor != "postgresql" or not model_classes:
+        return
+    tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in model_classes)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {tables}")
+
+
 def _check_field_order(model: type[models.Model], attnames: tuple[str, ...]) -> None:
     actual = tuple(field.attname for field in model._meta.concrete_fields)
     if actual != ("id", *attnames):

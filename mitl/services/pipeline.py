@@ -16,23 +16,32 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Model, Q
 
 from annotation.errors import ServiceError
 from annotation.handout import assignments_close_batch
 from annotation.models import (
     HIT,
+    Assignment,
     AssignmentStatus,
     Batch,
     BatchState,
+    Candidate,
     Dataset,
+    HITItem,
+    Judgement,
     MachineAnnotator,
+    PositivePair,
+    Proposal,
+    Ranking,
     Release,
+    Verdict,
 )
 from mitl.config import BatchConfig, batch_config, parse_batch_config
 
 from .aggregate import verdicts_aggregate
 from .build import hits_build
+from .bulk import tables_analyze
 from .corpus import corpus_load
 from .diversity import diversity_save
 from .pool import candidates_pool
@@ -135,6 +144,15 @@ RUNNABLE_STAGES = frozenset(
     }
 )
 
+# What each stage wrote in bulk, analysed before the next stage reads it (tables_analyze).
+STAGE_WRITES: dict[str, tuple[type[Model], ...]] = {
+    BatchState.RETRIEVING: (Ranking,),
+    BatchState.POOLING: (Candidate, Proposal),
+    BatchState.BUILDING: (HIT, HITItem),
+    BatchState.ANNOTATING: (Assignment, Judgement),  # aggregation reads every judgement
+    BatchState.AGGREGATING: (Verdict, PositivePair),
+}
+
 
 def stage_run(
     *,
@@ -205,6 +223,7 @@ def stage_advance(
         # that has already moved on as failed.
         Batch.objects.filter(pk=batch_id, state=stage).update(error=f"{stage}: {exc}")
         raise
+    tables_analyze(*STAGE_WRITES[stage])
     moved = Batch.objects.filter(pk=batch_id, state=stage).update(state=next_state(stage), error="")
     return bool(moved)
 

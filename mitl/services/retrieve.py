@@ -29,6 +29,7 @@ from mitl.retrieval.both import retrieve_both
 from mitl.retrieval.topk import TopK
 from mitl.sampling import CAPTION_STREAM, IMAGE_STREAM, sample_ids
 
+from .bulk import tables_analyze
 from .corpus import LoadedCorpus, corpus_load
 from .embeddings import DatabaseEmbeddingStore
 from .progress import ProgressListener, StageTracker
@@ -153,6 +154,7 @@ def retrieval_finish(*, batch: Batch, config: BatchConfig) -> bool:
     tracker = StageTracker(batch=batch, stage=BatchState.RETRIEVING)
     tracker.total = len(config.annotators) * batch.queries.count()
     tracker.finish()
+    tables_analyze(Ranking)  # as stage_advance does after the other stages
     moved = Batch.objects.filter(pk=batch.pk, state=BatchState.RETRIEVING).update(
         state=BatchState.POOLING, error=""
     )

@@ -74,3 +74,28 @@ def test_json_values_come_back_as_written():
     verdict = Verdict.objects.get(candidate=candidate)
     assert verdict.distribution == distribution and verdict.n_judgements == 3
     assert verdict.score == row[3]
+
+
+def test_tables_analyze_gives_the_planner_the_rows_a_stage_just_wrote():
+    from django.db import connection
+
+    from mitl.services.bulk import tables_analyze
+
+    if connection.vendor != "postgresql":
+        tables_analyze(Caption)  # nothing to refresh elsewhere, and no error
+        pytest.skip("planner statistics are PostgreSQL's")
+    dataset = Dataset.objects.create(name="bulk")
+    image = Image.objects.create(dataset=dataset, ext_id=1)
+    rows = [(dataset.pk, i, image.pk, f"caption {i}", False, "", None) for i in range(700)]
+    rows_insert(Caption, CAPTION_FIELDS, rows)
+
+    def estimated_rows() -> float:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT reltuples FROM pg_class WHERE relname = %s", [Caption._meta.db_table]
+            )
+            return cursor.fetchone()[0]
+
+    assert estimated_rows() != 700
+    tables_analyze(Caption)
+    assert estimated_rows() == 700  # a small table is read whole: exact
