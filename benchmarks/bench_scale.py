@@ -39,14 +39,19 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from common import MIB, peak_rss_bytes, peak_rss_reset, report_line
 
+if TYPE_CHECKING:  # it imports the project's models, which need django_setup() first
+    from scale_fixture import ScaleWorld
+
 TARGET_GROWTH = 1.2
-TARGET_PEAK_GIB = 4.0
+TARGET_PEAK_GIB = 4.0  # the issue's "4 GB", read as GiB
 STAGES = ("retrieving", "pooling", "building", "annotating", "aggregating")
 CHECKED_QUERIES = 40  # per annotator and direction, against brute force
+RANKING_DEPTH = 25  # the batch's golden_negative_depth (default): rankings are kept this deep
 
 
 # --------------------------------------------------------------------------- one scale
@@ -124,7 +129,8 @@ def _stages_run(scale: int, workdir: Path, vendor: str, profile_dir: Path | None
     figures: dict[str, Any] = {"scale": scale, "setup_s": setup_s, "stages": {}}
     for stage in STAGES:
         profiler = cProfile.Profile() if profile_dir else None
-        peak_rss_reset()
+        if not peak_rss_reset():
+            raise SystemExit("cannot reset the peak-memory mark (/proc/self/clear_refs)")
         began = time.perf_counter()
         if profiler:
             profiler.runcall(steps[stage])
@@ -151,9 +157,8 @@ def _stages_run(scale: int, workdir: Path, vendor: str, profile_dir: Path | None
 # --------------------------------------------------------------------------- checks
 
 
-def _check_rankings(world) -> dict[str, int]:
+def _check_rankings(world: ScaleWorld) -> dict[str, int]:
     """Every (annotator, query) ranked; a sample of them equal to brute force."""
-    import numpy as np
     from scale_fixture import N_ANNOTATORS
 
     from annotation.models import Caption, Direction, Image, MachineAnnotator, Ranking
@@ -182,6 +187,7 @@ def _check_rankings(world) -> dict[str, int]:
                 query = query_vectors[image if direction == Direction.I2T else caption]
                 truth = target_vectors @ query
                 depth = len(targets)
+                assert depth == RANKING_DEPTH, depth
                 best = np.sort(truth)[::-1][:depth]
                 stored = truth[[target_ext[t] for t in targets]]
                 # Ties within float32 rounding may swap places; the scores may not differ.
@@ -190,14 +196,14 @@ def _check_rankings(world) -> dict[str, int]:
     return {"queries": n_queries, "work": _retrieval_work(world)}
 
 
-def _retrieval_work(world) -> int:
+def _retrieval_work(world: ScaleWorld) -> int:
     from scale_fixture import N_ANNOTATORS
 
     pairs = world.n_image_queries * world.n_captions + world.n_caption_queries * world.n_images
     return pairs * N_ANNOTATORS
 
 
-def _check_pool(world, k: int) -> dict[str, int]:
+def _check_pool(world: ScaleWorld, k: int) -> dict[str, int]:
     from scale_fixture import N_ANNOTATORS
 
     from annotation.models import Candidate, Proposal
@@ -210,7 +216,7 @@ def _check_pool(world, k: int) -> dict[str, int]:
     return {"proposals": proposals, "candidates": candidates, "work": proposals}
 
 
-def _check_hits(world) -> dict[str, int]:
+def _check_hits(world: ScaleWorld) -> dict[str, int]:
     from annotation.models import HIT, Candidate, HITItem
 
     candidates = Candidate.objects.filter(batch=world.batch).count()
@@ -218,11 +224,12 @@ def _check_hits(world) -> dict[str, int]:
     items = HITItem.objects.filter(hit__batch=world.batch)
     assert hits == math.ceil(candidates / 16), (hits, candidates)
     assert items.count() == candidates + 2 * hits, items.count()
-    assert items.filter(role="task").values("candidate_id").distinct().count() == candidates
+    tasks = items.filter(role="task")
+    assert tasks.count() == tasks.values("candidate_id").distinct().count() == candidates
     return {"hits": hits, "items": items.count(), "work": candidates}
 
 
-def _check_judgements(world) -> dict[str, int]:
+def _check_judgements(world: ScaleWorld) -> dict[str, int]:
     from django.db.models import Count
 
     from annotation.models import HIT, Judgement
@@ -235,7 +242,7 @@ def _check_judgements(world) -> dict[str, int]:
     return {"judgements": judgements, "work": judgements}
 
 
-def _check_release(world) -> dict[str, int]:
+def _check_release(world: ScaleWorld) -> dict[str, int]:
     from annotation.models import AssignmentStatus, Candidate, Judgement, Release, Verdict
 
     # Work flagged at the golden check is not approved: its candidates get no verdict.
@@ -258,9 +265,7 @@ def _check_release(world) -> dict[str, int]:
     return {"positive_verdicts": positives, "work": judgements}
 
 
-def _unit(vectors):
-    import numpy as np
-
+def _unit(vectors: np.ndarray) -> np.ndarray:
     vectors = vectors.astype(np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 

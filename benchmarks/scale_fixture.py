@@ -27,7 +27,7 @@ from annotation.models import (
     PositiveSource,
 )
 from mitl.services.annotators import annotator_create
-from mitl.services.bulk import rows_insert
+from mitl.services.bulk import POSITIVE_PAIR_FIELDS, rows_insert
 from mitl.services.pipeline import batch_create
 
 BASE_IMAGES = 5_000  # COCO 5K test split, as ECCV Caption
@@ -69,7 +69,7 @@ def world_create(*, scale: int, workdir: Path, seed: int = 0) -> ScaleWorld:
     )
     rows_insert(
         PositivePair,
-        ("positive_set_id", "image_id", "caption_id"),
+        POSITIVE_PAIR_FIELDS,
         [(original.pk, image, caption) for caption, image in _caption_images(dataset)],
     )
     rng = np.random.default_rng(seed)

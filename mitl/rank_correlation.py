@@ -10,6 +10,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# Below this length every pair is compared directly: the diversity report computes tau for
+# each query and annotator pair (tens of thousands of lists of 25 to 50), where scipy's
+# per-call overhead (about 1 ms) is 50 times the work. Above it, scipy's O(n log n).
+_PAIRWISE_MAX = 256
+
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     """Return Kendall's tau-b between paired values (None: undefined).
@@ -33,22 +38,23 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     return float(kendalltau(a, b, variant="b").statistic)
 
 
-# Below this length every pair is compared directly: the diversity report computes tau for
-# each query and annotator pair (tens of thousands of lists of 25 to 50), where scipy's
-# per-call overhead (about 1 ms) is 50 times the work. Above it, scipy's O(n log n).
-_PAIRWISE_MAX = 256
-
-
 def _tau_b_pairwise(a: np.ndarray, b: np.ndarray) -> float:
     """tau-b = (concordant - discordant) / sqrt(pairs untied in a * pairs untied in b)."""
     first, second = _pairs(len(a))
-    sign_a = np.sign(a[first] - a[second])
-    sign_b = np.sign(b[first] - b[second])
+    sign_a = _signs(a[first], a[second])
+    sign_b = _signs(b[first], b[second])
     untied = np.count_nonzero(sign_a) * np.count_nonzero(sign_b)
     return float(np.dot(sign_a, sign_b) / np.sqrt(untied))
 
 
-@functools.cache
+def _signs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """+1, 0 or -1 per pair; comparisons, not a difference, so that equal infinities tie."""
+    return (x > y).astype(np.float64) - (x < y)  # float: the dot product cannot overflow
+
+
+@functools.lru_cache(maxsize=64)
 def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
     """The index pairs (i, j), i < j, of n items (cached: lists are mostly 25 to 50 long)."""
-    return np.triu_indices(n, k=1)
+    first, second = np.triu_indices(n, k=1)
+    first.flags.writeable = second.flags.writeable = False
+    return first, second

@@ -138,7 +138,12 @@ class PrecomputedAnnotator(Annotator):
     def _read_matrix(self, corpus: Corpus) -> ScoreMatrix:
         """Load the score matrix and index it by the corpus' rows and columns."""
         if self.source.suffix.lower() == ".npz":
-            values, image_ids, caption_ids = load_npz(self.source)
+            arrays = load_npz(self.source, ("scores", "image_ids", "caption_ids"))
+            values, image_ids, caption_ids = (
+                arrays["scores"],
+                arrays["image_ids"],
+                arrays["caption_ids"],
+            )
         else:
             values = load_npy(self.source)
             image_ids = read_json(self.id_files["image_ids"])

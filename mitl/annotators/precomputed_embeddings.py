@@ -20,7 +20,6 @@ copied into the platform's embedding cache.
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from mitl.annotators.base import AnnotatorError, Corpus, EmbeddingAnnotator
-from mitl.annotators.precomputed_files import id_array, positions_in
+from mitl.annotators.precomputed_files import id_array, load_npz, positions_in
 
 _ARRAYS = ("image_ids", "image_vectors", "caption_ids", "caption_vectors")
 
@@ -59,7 +58,7 @@ class PrecomputedEmbeddingAnnotator(EmbeddingAnnotator):
     def prepare(self, corpus: Corpus) -> None:
         """Read the vectors of every corpus image and caption, in corpus row order."""
         try:
-            arrays = _load_arrays(self.source)
+            arrays = load_npz(self.source, _ARRAYS)
             images = _vectors_for(arrays, "image", corpus.image_ids, self.source)
             captions = _vectors_for(arrays, "caption", corpus.caption_ids, self.source)
         except AnnotatorError as exc:
@@ -78,24 +77,6 @@ class PrecomputedEmbeddingAnnotator(EmbeddingAnnotator):
 
     def embed_captions(self, corpus: Corpus, rows: np.ndarray) -> np.ndarray:
         raise RuntimeError("the vectors come from the file: call prepare()")
-
-
-def _load_arrays(path: Path) -> dict[str, np.ndarray]:
-    """Return the four arrays of the archive, or raise AnnotatorError naming the file."""
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise AnnotatorError(f"'{path}': cannot read it as .npz: {exc}") from exc
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise AnnotatorError(f"'{path}': holds a single array, not an .npz archive")
-    with archive:
-        missing = [key for key in _ARRAYS if key not in archive]
-        if missing:
-            raise AnnotatorError(f"'{path}': the archive lacks the array(s) {', '.join(missing)}")
-        try:
-            return {key: archive[key] for key in _ARRAYS}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise AnnotatorError(f"'{path}': cannot read it as .npz: {exc}") from exc
 
 
 def _vectors_for(
@@ -122,5 +103,6 @@ def _vectors_for(
 
 
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1.0)
+    # The norm in float64: squares of large float32 values would overflow to inf.
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)
+    return (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)

@@ -122,8 +122,8 @@ def read_json(path: Path) -> Any:
         raise AnnotatorError(f"'{path}': cannot read it as JSON: {exc}") from exc
 
 
-def load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (scores, image ids, caption ids) from an `.npz` file."""
+def load_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Return the arrays `keys` of an `.npz` file, or raise AnnotatorError naming it."""
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
@@ -131,11 +131,11 @@ def load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise AnnotatorError(f"'{path}': holds a single array, not an .npz archive")
     with archive:
-        missing = [key for key in ("scores", "image_ids", "caption_ids") if key not in archive]
+        missing = [key for key in keys if key not in archive]
         if missing:
             raise AnnotatorError(f"'{path}': the archive lacks the array(s) {', '.join(missing)}")
         try:
-            return archive["scores"], archive["image_ids"], archive["caption_ids"]
+            return {key: archive[key] for key in keys}
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise AnnotatorError(f"'{path}': cannot read it as .npz: {exc}") from exc
 

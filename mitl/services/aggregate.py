@@ -24,7 +24,7 @@ from mitl.aggregation import WorkerAnswer, aggregate
 from mitl.config import BatchConfig
 from mitl.judgements import Level
 
-from .bulk import rows_insert
+from .bulk import POSITIVE_PAIR_FIELDS, rows_insert
 from .progress import StageTracker
 
 VERDICT_FIELDS = (
@@ -94,7 +94,7 @@ def verdicts_aggregate(
     ]
     positives = sorted(pairs[pk] for pk, spec in specs.items() if spec.is_positive)
     with transaction.atomic():
-        Verdict.objects.filter(candidate__batch=batch)._raw_delete(Verdict.objects.db)
+        Verdict.objects.filter(candidate__batch=batch).delete()
         rows_insert(Verdict, VERDICT_FIELDS, verdict_rows)
         human, _ = PositiveSet.objects.get_or_create(
             dataset_id=batch.dataset_id,
@@ -106,10 +106,10 @@ def verdicts_aggregate(
                 ),
             },
         )
-        human.pairs.all()._raw_delete(PositivePair.objects.db)
+        human.pairs.all().delete()
         rows_insert(
             PositivePair,
-            ("positive_set_id", "image_id", "caption_id"),
+            POSITIVE_PAIR_FIELDS,
             [(human.pk, image, caption) for image, caption in positives],
         )
     tracker.finish()

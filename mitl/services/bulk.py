@@ -1,24 +1,29 @@
-"""Write tens of thousands of model rows quickly: the pooling and building stages' inserts.
+"""Write tens of thousands of model rows quickly: the stages' bulk inserts, then fresh statistics.
 
-An ECCV-sized batch writes about 165,000 rows (candidates, proposals, HIT items). On
-PostgreSQL they are streamed with COPY, several times faster than the multi-row INSERTs of
-`bulk_create`; where ids are needed back, they are taken from the table's sequence first,
-in one query. Elsewhere (SQLite) `bulk_create` writes them, from instances built from
-positional values (about twice as fast as from keywords). Rows are tuples in the model's
-field order, which both paths check once.
+An ECCV-sized batch writes about 165,000 rows in pooling and building (candidates,
+proposals, HIT items), and tens of thousands more when it aggregates (verdicts, the human
+positive pairs). On PostgreSQL they are streamed with COPY, several times faster than the
+multi-row INSERTs of `bulk_create`; where ids are needed back, they are taken from the
+table's sequence first, in one query. Elsewhere (SQLite) `bulk_create` writes them, from
+instances built from positional values (about twice as fast as from keywords). Rows are
+tuples in the model's field order, which both paths check once.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, models
+from django.db import DatabaseError, connection, models, transaction
+
+logger = logging.getLogger(__name__)
 
 BULK_BATCH = 5000
+POSITIVE_PAIR_FIELDS = ("positive_set_id", "image_id", "caption_id")
 
 
 def rows_insert(
@@ -41,6 +46,7 @@ def rows_insert(
         return [row.pk for row in made] if with_ids else []
     table = model._meta.db_table
     columns = attnames
+    rows = _json_encoded(model, attnames, rows)
     ids: list[int] = []
     with connection.cursor() as cursor:
         if with_ids:
@@ -66,16 +72,44 @@ def tables_analyze(*model_classes: type[models.Model]) -> None:
 
     A stage that has just written tens of thousands of rows leaves statistics that describe
     the tables before it: the planner then guesses thousands of rows where an index finds
-    18, and hash-joins whole tables per HIT (measured: a HIT's pairs read in 2.4 ms with 25,000
-    captions and 5 ms with 75,000, against 0.5 ms once analysed). Autovacuum catches up
-    within minutes; the next stage starts at once. ANALYZE reads a fixed sample (30,000 rows
-    at the default statistics target), so its cost does not grow with the table.
+    18, and joins whole tables per HIT (measured before this existed: reading a HIT's pairs
+    with their captions took 2.4 ms with 25,000 captions and 5.0 ms with 75,000, a cost per
+    HIT that grew with the corpus). Autovacuum catches up within minutes; the next stage
+    starts at once. ANALYZE reads a fixed sample (30,000 rows at the default statistics
+    target), so its cost does not grow with the table. It only helps: a failure (a lock
+    or statement timeout) is logged and the stage goes on.
     """
     if connection.vendor != "postgresql" or not model_classes:
         return
     tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in model_classes)
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {tables}")
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {tables}")
+    except DatabaseError:
+        logger.warning(
+            "ANALYZE %s failed; the planner keeps older statistics", tables, exc_info=True
+        )
+
+
+def _json_encoded(
+    model: type[models.Model], attnames: tuple[str, ...], rows: Sequence[tuple]
+) -> Sequence[tuple]:
+    """Rows with every JSONField value as its JSON text, as Django would store it."""
+    fields = {field.attname: field for field in model._meta.concrete_fields}
+    encoders = {
+        index: fields[name].encoder
+        for index, name in enumerate(attnames)
+        if isinstance(fields[name], models.JSONField)
+    }
+    if not encoders:
+        return rows
+    return [
+        tuple(
+            json.dumps(value, cls=encoders[index], allow_nan=False) if index in encoders else value
+            for index, value in enumerate(row)
+        )
+        for row in rows
+    ]
 
 
 def _check_field_order(model: type[models.Model], attnames: tuple[str, ...]) -> None:
@@ -100,9 +134,7 @@ def _copy_value(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return repr(value)
+        return repr(float(value))  # numpy's float64 is a float whose repr names the type
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, dict | list):  # a JSONField's value
-        return json.dumps(value).translate(_ESCAPES)
     return str(value).translate(_ESCAPES)

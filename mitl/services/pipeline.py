@@ -144,13 +144,15 @@ RUNNABLE_STAGES = frozenset(
     }
 )
 
-# What each stage wrote in bulk, analysed before the next stage reads it (tables_analyze).
+# The tables a stage filled, analysed when it ends, before the next stage reads them
+# (tables_analyze). Annotating filled its tables one HIT at a time; aggregation reads them
+# all. Aggregating analyses its verdicts itself, before its release reads them.
 STAGE_WRITES: dict[str, tuple[type[Model], ...]] = {
     BatchState.RETRIEVING: (Ranking,),
     BatchState.POOLING: (Candidate, Proposal),
     BatchState.BUILDING: (HIT, HITItem),
-    BatchState.ANNOTATING: (Assignment, Judgement),  # aggregation reads every judgement
-    BatchState.AGGREGATING: (Verdict, PositivePair),
+    BatchState.ANNOTATING: (Assignment, Judgement),
+    BatchState.AGGREGATING: (),
 }
 
 
@@ -215,6 +217,7 @@ def stage_advance(
             assignments_close_batch(batch_id=batch.pk)
         else:
             verdicts_aggregate(batch=batch, config=config, tracker=tracker)
+            tables_analyze(Verdict, PositivePair)
             # A retry after the release was written (before the state moved) adds no v2.
             if not Release.objects.filter(batches=batch).exists():
                 release_create(batch=batch, config=config)

@@ -136,8 +136,8 @@ def retrieval_plan(
 def embeddings_warm(*, batch: Batch, config: BatchConfig, loaded: LoadedCorpus) -> None:
     """Fill the embedding cache once, so parallel chunks only read it."""
     for row in _batch_annotators(batch, config):
-        kind = annotator_class(row.kind)
-        if issubclass(kind, EmbeddingAnnotator) and kind.uses_store:
+        cls = annotator_class(row.kind)
+        if issubclass(cls, EmbeddingAnnotator) and cls.uses_store:
             annotator_prepare(row=row, dataset=batch.dataset, loaded=loaded)
 
 

@@ -18,14 +18,14 @@ def test_every_registered_kind_imports_its_class(kind):
     assert annotator_class(kind).kind == kind
 
 
-def test_all_five_kinds_of_the_blueprint_are_registered():
+def test_the_blueprints_five_kinds_and_exported_embeddings_are_registered():
     assert set(ANNOTATOR_KINDS) == {
-        "bow", "object_labels", "open_clip", "precomputed", "text_embedding",
+        "bow", "embeddings", "object_labels", "open_clip", "precomputed", "text_embedding",
     }  # fmt: skip
 
 
 def test_an_unknown_kind_names_the_known_ones():
-    with pytest.raises(AnnotatorError, match="known: bow, object_labels"):
+    with pytest.raises(AnnotatorError, match="known: bow, embeddings, object_labels"):
         annotator_class("vilt")
 
 

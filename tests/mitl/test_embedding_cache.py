@@ -7,6 +7,7 @@ import pytest
 
 from annotation.models import Embedding, MachineAnnotator
 from mitl.annotators.base import Corpus, EmbeddingAnnotator
+from mitl.config import batch_config
 from mitl.services.embeddings import DatabaseEmbeddingStore
 
 pytestmark = pytest.mark.django_db
@@ -112,3 +113,33 @@ def test_saving_an_id_twice_keeps_the_first_vector(dataset, annotator_row):
 
     _, loaded = store.load("caption", np.array([1]))
     np.testing.assert_array_equal(loaded, np.ones((1, 4), dtype=np.float32))
+
+
+def test_exported_vectors_are_read_from_their_file_and_never_copied_into_the_cache(
+    dataset, tmp_path
+):
+    """The `embeddings` kind's file is its cache: preparing it, and warming a batch's
+    annotators for parallel chunks, write no Embedding rows."""
+    from mitl.services.annotators import annotator_create
+    from mitl.services.corpus import corpus_load
+    from mitl.services.pipeline import batch_create
+    from mitl.services.retrieve import annotator_prepare, embeddings_warm
+
+    loaded = corpus_load(dataset=dataset)
+    rng = np.random.default_rng(0)
+    path = tmp_path / "vectors.npz"
+    np.savez(
+        path,
+        image_ids=loaded.corpus.image_ids,
+        image_vectors=rng.normal(size=(loaded.corpus.n_images, 4)),
+        caption_ids=loaded.corpus.caption_ids,
+        caption_vectors=rng.normal(size=(loaded.corpus.n_captions, 4)),
+    )
+    row = annotator_create(name="exported", kind="embeddings", config={"vectors": str(path)})
+
+    annotator = annotator_prepare(row=row, dataset=dataset, loaded=loaded)
+    batch = batch_create(dataset=dataset, name="b", raw_config={"annotators": ["exported"]})
+    embeddings_warm(batch=batch, config=batch_config(batch), loaded=loaded)
+
+    assert annotator.image_vectors.shape == (loaded.corpus.n_images, 4)
+    assert not Embedding.objects.exists()

@@ -47,3 +47,9 @@ def test_tau_is_undefined_for_fewer_than_two_models_or_a_constant_metric():
 def test_lists_of_different_lengths_are_refused():
     with pytest.raises(ValueError, match="differ in length"):
         kendall_tau_b([1, 2], [1])
+
+
+def test_equal_infinities_tie_as_scipy_says():
+    x = [float("inf"), float("inf"), 1.0, 2.0]
+    y = [3.0, 1.0, 2.0, 4.0]
+    assert kendall_tau_b(x, y) == pytest.approx(kendalltau(x, y, variant="b").statistic)
