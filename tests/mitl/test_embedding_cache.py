@@ -138,7 +138,8 @@ def test_exported_vectors_are_read_from_their_file_and_never_copied_into_the_cac
     row = annotator_create(name="exported", kind="embeddings", config={"vectors": str(path)})
 
     annotator = annotator_prepare(row=row, dataset=dataset, loaded=loaded)
-    batch = batch_create(dataset=dataset, name="b", raw_config={"annotators": ["exported"]})
+    config = {"annotators": ["exported"], "n_image_queries": 5, "n_caption_queries": 5}
+    batch = batch_create(dataset=dataset, name="b", raw_config=config)
     embeddings_warm(batch=batch, config=batch_config(batch), loaded=loaded)
 
     assert annotator.image_vectors.shape == (loaded.corpus.n_images, 4)
