@@ -79,6 +79,18 @@ def dataset_create(
     return dataset, image_pks, _pks_by_ext_id(Caption.objects.filter(dataset=dataset))
 
 
+def original_positives_create(dataset: Dataset) -> None:
+    """Give the dataset its `original` positive set: every caption with its own image."""
+    from annotation.models import Caption, PositivePair, PositiveSet, PositiveSource
+    from mitl.services.bulk import POSITIVE_PAIR_FIELDS, rows_insert
+
+    original = PositiveSet.objects.create(
+        dataset=dataset, name="original", source=PositiveSource.ORIGINAL
+    )
+    pairs = Caption.objects.filter(dataset=dataset).values_list("image_id", "pk")
+    rows_insert(PositivePair, POSITIVE_PAIR_FIELDS, [(original.pk, *pair) for pair in pairs])
+
+
 def _pks_by_ext_id(rows: Any) -> list[int]:
     return list(rows.order_by("ext_id").values_list("pk", flat=True))
 

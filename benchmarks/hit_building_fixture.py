@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from common import BULK_BATCH, dataset_create
+from common import BULK_BATCH, dataset_create, original_positives_create
 
 from annotation.models import (
     Batch,
@@ -20,9 +20,6 @@ from annotation.models import (
     Direction,
     Image,
     MachineAnnotator,
-    PositivePair,
-    PositiveSet,
-    PositiveSource,
     Query,
     Ranking,
 )
@@ -51,18 +48,7 @@ def dataset_with_positives_create() -> Dataset:
         captions_per_image=CAPTIONS_PER_IMAGE,
         caption_text="caption {j} of image {n}",
     )
-    original = PositiveSet.objects.create(
-        dataset=dataset, name="original", source=PositiveSource.ORIGINAL
-    )
-    PositivePair.objects.bulk_create(
-        [
-            PositivePair(positive_set=original, image_id=image_id, caption_id=caption_id)
-            for caption_id, image_id in Caption.objects.filter(dataset=dataset).values_list(
-                "pk", "image_id"
-            )
-        ],
-        batch_size=BULK_BATCH,
-    )
+    original_positives_create(dataset)
     return dataset
 
 

@@ -16,18 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from common import dataset_create
+from common import dataset_create, original_positives_create
 
 from annotation.models import (
     Batch,
-    Caption,
     Dataset,
-    PositivePair,
-    PositiveSet,
-    PositiveSource,
 )
 from mitl.services.annotators import annotator_create
-from mitl.services.bulk import POSITIVE_PAIR_FIELDS, rows_insert
 from mitl.services.pipeline import batch_create
 
 BASE_IMAGES = 5_000  # COCO 5K test split, as ECCV Caption
@@ -64,14 +59,7 @@ def world_create(*, scale: int, workdir: Path, seed: int = 0) -> ScaleWorld:
         captions_per_image=CAPTIONS_PER_IMAGE,
         caption_text="caption {j} of image {n}",
     )
-    original = PositiveSet.objects.create(
-        dataset=dataset, name="original", source=PositiveSource.ORIGINAL
-    )
-    rows_insert(
-        PositivePair,
-        POSITIVE_PAIR_FIELDS,
-        [(original.pk, image, caption) for caption, image in _caption_images(dataset)],
-    )
+    original_positives_create(dataset)
     rng = np.random.default_rng(seed)
     topic_of_image = rng.permutation(n_images) // TOPIC_SIZE  # ext id -> topic
     topic_of_caption = np.repeat(topic_of_image, CAPTIONS_PER_IMAGE)
@@ -112,10 +100,6 @@ def world_create(*, scale: int, workdir: Path, seed: int = 0) -> ScaleWorld:
         n_image_queries=n_image_queries,
         n_caption_queries=n_caption_queries,
     )
-
-
-def _caption_images(dataset: Dataset) -> list[tuple[int, int]]:
-    return list(Caption.objects.filter(dataset=dataset).values_list("pk", "image_id"))
 
 
 def _truth_write(oracle_dir: Path, topic_of_image: np.ndarray) -> None:
