@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from mitl.config import batch_config
 
+from .budget import BudgetSpent, budget_hold
 from .errors import ServiceError
 from .models import (
     HIT,
@@ -149,11 +150,14 @@ def assignment_create(
     worker: Worker,
     now: datetime | None = None,
     slots_taken: Callable[[HIT], int] | None = None,
+    check_budget: bool = True,
 ) -> Assignment:
-    """Give `hit` to `worker`, refusing a blocked worker, a repeat, or a full HIT.
+    """Give `hit` to `worker`, refusing a blocked worker, a repeat, a full HIT, or a batch
+    whose judgement budget is spent (`BudgetSpent`).
 
     `slots_taken` counts the HIT's taken slots (default: its active work); the MTurk page
-    leaves out MTurk work that MTurk has not confirmed (see `mturk.hit_page`).
+    leaves out MTurk work that MTurk has not confirmed (see `mturk.hit_page`). Work done
+    elsewhere already (an offline results import) passes `check_budget=False`.
     """
     if worker.is_blocked:
         raise ServiceError(f"worker {worker} is blocked")
@@ -166,6 +170,8 @@ def assignment_create(
         taken = active if slots_taken is None else slots_taken(locked)
         if taken >= locked.max_assignments:
             raise ServiceError(f"{locked} already has all {locked.max_assignments} assignments")
+        if check_budget:
+            budget_hold(batch=locked.batch, config=batch_config(locked.batch))
         return _assign(locked, worker, now, active)
 
 
@@ -215,6 +221,9 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
         outcome = _try_assign(worker, free, now)
         if isinstance(outcome, Assignment):
             return outcome
+        if isinstance(outcome, int):  # that batch's budget is spent: look elsewhere
+            free = free.exclude(batch_id=outcome)
+            continue
         if outcome is _Miss.NOTHING_FREE:
             if swept:
                 return None
@@ -229,7 +238,15 @@ class _Miss(Enum):
     FILLED = "filled meanwhile"
 
 
-def _try_assign(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignment | _Miss:
+def _try_assign(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignment | _Miss | int:
+    """One attempt: the assignment, why none was made, or the id of a batch out of budget."""
+    try:
+        return _try_assign_once(worker, free, now)
+    except BudgetSpent as spent:
+        return spent.batch_id
+
+
+def _try_assign_once(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignment | _Miss:
     skip_locked = connection.features.has_select_for_update_skip_locked
     with transaction.atomic():
         # One worker's own requests (a double click, two tabs) queue on its row, so the
@@ -268,6 +285,7 @@ def _try_assign(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignmen
             return _Miss.NOTHING_FREE
         active = _active_count(hit)
         if active < hit.max_assignments:
+            budget_hold(batch=hit.batch, config=batch_config(hit.batch))
             return _assign(hit, worker, now, active)
         HIT.objects.filter(pk=hit.pk).update(active_assignments=active)  # the hint was stale
         return _Miss.FILLED

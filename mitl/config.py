@@ -14,6 +14,14 @@ from .aggregation import RULES as AGGREGATION_RULES  # eccv, strict, graded, daw
 # pass → approve, fail → flag for a person | pass → approve, fail → reject at once |
 # every submission waits for a person (the golden result is shown to the reviewer)
 GOLDEN_POLICIES = ("approve_or_flag", "approve_or_reject", "review_all")
+# fixed: every annotator's top-k judged once (ECCV Caption's protocol) | adaptive: rounds
+# chosen by an adjudication policy until the budget is spent (docs/curation.md)
+STRATEGIES = ("fixed", "adaptive")
+# bandit: annotators as arms per query (Losada et al.) | depth: per-query depth on the
+# reciprocal-rank fusion of every annotator's ranking (mitl.curation.policies) | learned:
+# a logistic fusion of the annotators' ranks refit every round (mitl.curation.learned)
+ADJUDICATIONS = ("bandit", "depth", "learned")
+ADAPTIVE_RANKING_DEPTH = 100  # how deep adaptive rounds may draw when ranking_depth is 0
 
 
 class ConfigError(ValueError):
@@ -49,6 +57,30 @@ class BatchConfig:
     golden_suspend_after: int = 3
     aggregation: str = "eccv"  # one of mitl.aggregation.RULES
     seed: int = 0
+    strategy: str = "fixed"  # one of STRATEGIES
+    adjudication: str = "bandit"  # adaptive only: one of ADJUDICATIONS
+    # Adaptive: every judgement the batch may spend, golden pairs and re-posted work
+    # included (mitl.costs turns dollars into judgements); 0 = no budget (fixed only).
+    budget_judgements: int = 0
+    round_size: int = 0  # adaptive: judgements per round; 0 = a fifth of the budget
+    ranking_depth: int = 0  # rankings kept this deep; 0 = golden depth (fixed) or 100
+    # Adaptive: the share of each round's pairs drawn at random from the unjudged pairs, to
+    # estimate how many positives remain (mitl.curation.estimate).
+    estimate_share: float = 0.1
+
+    @property
+    def adaptive(self) -> bool:
+        return self.strategy == "adaptive"
+
+    @property
+    def depth(self) -> int:
+        """How deep every annotator's ranking is kept (and adaptive rounds may draw)."""
+        wanted = self.ranking_depth or (ADAPTIVE_RANKING_DEPTH if self.adaptive else 0)
+        return max(self.k, self.golden_negative_depth, wanted)
+
+    @property
+    def judgements_per_round(self) -> int:
+        return self.round_size or max(self.budget_judgements // 5, 1)
 
     @property
     def items_per_hit(self) -> int:
@@ -72,6 +104,15 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "golden_suspend_after": (0, 50),
     "assignment_minutes": (1, 7 * 24 * 60),
     "seed": (0, 2**31 - 1),
+    "budget_judgements": (0, 100_000_000),
+    "round_size": (0, 100_000_000),
+    "ranking_depth": (0, 1000),
+}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "aggregation": AGGREGATION_RULES,
+    "golden_policy": GOLDEN_POLICIES,
+    "strategy": STRATEGIES,
+    "adjudication": ADJUDICATIONS,
 }
 
 
@@ -96,20 +137,15 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
             f"batch config: `followups` must be true or false (got {values['followups']!r})",
             key="followups",
         )
-    rule = values.get("aggregation", "eccv")
-    if rule not in AGGREGATION_RULES:
-        raise ConfigError(
-            f"batch config: `aggregation` must be one of {', '.join(AGGREGATION_RULES)} "
-            f"(got {rule!r})",
-            key="aggregation",
-        )
-    policy = values.get("golden_policy", "approve_or_flag")
-    if policy not in GOLDEN_POLICIES:
-        raise ConfigError(
-            f"batch config: `golden_policy` must be one of {', '.join(GOLDEN_POLICIES)} "
-            f"(got {policy!r})",
-            key="golden_policy",
-        )
+    for name, choices in _CHOICES.items():
+        if name in values and values[name] not in choices:
+            raise ConfigError(
+                f"batch config: `{name}` must be one of {', '.join(choices)} "
+                f"(got {values[name]!r})",
+                key=name,
+            )
+    if "estimate_share" in values:
+        values["estimate_share"] = _parse_share("estimate_share", values["estimate_share"])
     config = BatchConfig(**values)
     if config.n_image_queries + config.n_caption_queries == 0:
         raise ConfigError(
@@ -122,7 +158,37 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
             f"`k` ({config.k})",
             key="golden_negative_depth",
         )
+    if config.adaptive:
+        _check_adaptive(config)
     return config
+
+
+def _check_adaptive(config: BatchConfig) -> None:
+    """An adaptive batch needs a budget that pays for at least one HIT per round."""
+    per_hit = config.items_per_hit * config.assignments_per_hit
+    if config.budget_judgements < per_hit:
+        raise ConfigError(
+            "batch config: the adaptive strategy needs `budget_judgements` of at least one "
+            f"HIT's judgements ({config.items_per_hit} pairs x {config.assignments_per_hit} "
+            f"assignments = {per_hit}; got {config.budget_judgements})",
+            key="budget_judgements",
+        )
+    if config.judgements_per_round < per_hit:
+        raise ConfigError(
+            f"batch config: `round_size` ({config.judgements_per_round} judgements) must pay "
+            f"for at least one HIT ({per_hit} judgements)",
+            key="round_size",
+        )
+
+
+def _parse_share(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"batch config: `{name}` must be a number (got {value!r})", key=name)
+    if not 0 <= value <= 0.5:
+        raise ConfigError(
+            f"batch config: `{name}` must be between 0 and 0.5 (got {value})", key=name
+        )
+    return float(value)
 
 
 def _parse_annotators(value: Any) -> tuple[str, ...]:

@@ -49,6 +49,7 @@ def datasheet_markdown(
         "captions. Releases are immutable: a new curation is a new version.\n",
         _sources(manifest),
         _counts(stats),
+        _completeness(stats),
         _files(extra_files),
         _qrels_scale(),
         _evaluate(folder),
@@ -101,6 +102,52 @@ def _counts(stats: Mapping[str, Any]) -> str:
         f"\nCandidates: {stats.get('candidates', 0)}; HITs: {stats.get('hits', 0)}; "
         f"judgements: {stats.get('judgements', 0)}; verdicts: "
         f"{verdicts.get('positive', 0)} positive, {verdicts.get('negative', 0)} negative.\n"
+    )
+    return "\n".join(lines)
+
+
+def _completeness(stats: Mapping[str, Any]) -> str:
+    """How many positives the release may still miss (adaptive batches' estimate)."""
+    curation = stats.get("curation") or {}
+    lines = ["## Completeness\n"]
+    strategy = curation.get("strategy", "fixed")
+    budget = curation.get("budget_judgements")
+    spent = curation.get("judgements_spent")
+    lines.append(
+        f"Strategy: `{strategy}`"
+        + (
+            f" ({curation.get('adjudication')} adjudication)"
+            if curation.get("adjudication")
+            else ""
+        )
+        + f", {curation.get('rounds', 1)} round(s)"
+        + (f", {spent} of {budget} judgements spent" if budget else "")
+        + ".\n"
+    )
+    estimates = {
+        d: v["estimate"] for d, v in curation.get("directions", {}).items() if v.get("estimate")
+    }
+    if not estimates:
+        lines.append(
+            "No estimate of the positives still missing: only the adaptive strategy spends a "
+            "share of its judgements on the random sample it needs.\n"
+        )
+        return "\n".join(lines)
+    lines += [
+        "| direction | positives found | estimated still missing (95% interval) | "
+        "estimated recall (95% interval) |",
+        "|---|---|---|---|",
+    ]
+    for direction, e in sorted(estimates.items()):
+        lines.append(
+            f"| {direction} | {e['found']} | {e['unfound']:.0f} ({e['unfound_low']:.0f}–"
+            f"{e['unfound_high']:.0f}) | {e['recall']:.3f} ({e['recall_low']:.3f}–"
+            f"{e['recall_high']:.3f}) |"
+        )
+    lines.append(
+        "\nEstimated from a stratified random sample of the pairs left unjudged, judged by "
+        "the same crowd (inverse-probability weights); it takes the crowd's verdicts as the "
+        "truth over the queries of the batch.\n"
     )
     return "\n".join(lines)
 

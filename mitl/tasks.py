@@ -10,9 +10,9 @@ from annotation.models import Batch, BatchState
 from annotation.task_leases import lease_held
 from mitl.services.pipeline import (
     AUTOMATIC_STAGES,
-    next_state,
     retrieval_chunk_run,
     stage_advance,
+    state_of,
 )
 from mitl.services.queueing import chunk_lease, close_lease, stage_lease, stage_queue
 
@@ -33,7 +33,8 @@ def run_stage(self, batch_id: int, stage: str) -> str:
         if held:
             fault_pause(f"stage:{stage}")
         if held and stage_advance(batch_id=batch_id, stage=stage, fan_out=True):
-            following = next_state(stage)
+            # The state this call moved to: the next stage, or an adaptive batch's next round.
+            following = state_of(batch_id)
             if following in AUTOMATIC_STAGES:
                 stage_queue(batch_id=batch_id, stage=following)
     return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
@@ -85,14 +86,20 @@ AUTOPILOT_MAX_WAITS = 24 * 3600 // AUTOPILOT_POLL_S  # a day of automatic stages
 )
 def crowd_autopilot(self, batch_id: int) -> str:
     """Let the simulated crowd judge a batch once it is annotating, then aggregate it."""
+    from mitl.config import batch_config
     from mitl.services.autopilot import AutopilotStep
     from mitl.services.autopilot import crowd_autopilot as autopilot_run
 
     step = autopilot_run(batch_id=batch_id)
+    while step == AutopilotStep.CLOSED:
+        stage_queue(batch_id=batch_id, stage=BatchState.AGGREGATING)
+        if not batch_config(Batch.objects.get(pk=batch_id)).adaptive:
+            return str(step)
+        if not self.request.is_eager:  # the next round is built by the workers: look again
+            raise self.retry(countdown=AUTOPILOT_POLL_S)
+        step = autopilot_run(batch_id=batch_id)  # eager: the next round is built already
     if step == AutopilotStep.WAIT:
         if self.request.is_eager:  # stages run in this process: waiting here changes nothing
             return str(step)
         raise self.retry(countdown=AUTOPILOT_POLL_S)
-    if step == AutopilotStep.CLOSED:
-        stage_queue(batch_id=batch_id, stage=BatchState.AGGREGATING)
     return str(step)

@@ -52,6 +52,11 @@ class Batch(models.Model):
         blank=True,
         help_text="Why the current stage last failed; the stage can be run again to resume.",
     )
+    round = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Adaptive strategy: the round being selected, built, judged or aggregated "
+        "(from 0); a fixed batch has one round, 0.",
+    )
     mturk = models.JSONField(
         default=dict,
         blank=True,
@@ -170,11 +175,25 @@ class Candidate(models.Model):
     direction = models.CharField(max_length=3, choices=Direction.choices)
     image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="+")
     caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+    round = models.PositiveSmallIntegerField(
+        db_default=0, help_text="The round that chose the pair (adaptive strategy; else 0)."
+    )
+    sample_stratum = models.CharField(
+        max_length=8,
+        db_default="",
+        blank=True,
+        help_text="Adaptive: the stratum (ranked, tail) of a pair drawn at random to estimate "
+        "the positives that remain (mitl.curation.estimate); empty for pairs a policy chose.",
+    )
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
                 fields=["batch", "image", "caption"], name="candidate_unique_pair"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(sample_stratum__in=["", "ranked", "tail"]),
+                name="candidate_sample_stratum_valid",
             ),
         ]
 

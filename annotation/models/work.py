@@ -28,6 +28,9 @@ class HIT(models.Model):
 
     batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="hits")
     index = models.PositiveIntegerField(help_text="Position of the HIT in its batch, from 0.")
+    round = models.PositiveSmallIntegerField(
+        db_default=0, help_text="The adaptive round that built the HIT (else 0)."
+    )
     max_assignments = models.PositiveSmallIntegerField(
         default=1, help_text="How many different workers judge this HIT."
     )

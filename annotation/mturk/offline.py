@@ -193,7 +193,7 @@ def _row_create(hit: HIT, row: ResultRow, config: BatchConfig, now: datetime | N
     with transaction.atomic():  # all of the row, or nothing
         if hit.external_id is None:
             HIT.objects.filter(pk=hit.pk).update(external_id=row.hit_external_id)
-        assignment = assignment_create(hit=hit, worker=worker, now=submitted)
+        assignment = assignment_create(hit=hit, worker=worker, now=submitted, check_budget=False)
         Assignment.objects.filter(pk=assignment.pk).update(
             external_id=row.assignment_external_id,
             confirmed_at=now or timezone.now(),  # the file comes from MTurk's results page

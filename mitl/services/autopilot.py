@@ -3,7 +3,8 @@
 For demos and tests. A batch launched with the simulated crowd gets one `mitl.crowd_autopilot`
 task; it waits while the automatic stages run, fills every HIT with simulated work (rejecting
 work that fails the golden check and posting it again, as an admin would), then closes the
-annotating stage so aggregation and the release follow by themselves.
+annotating stage so aggregation and the release follow by themselves. An adaptive batch
+comes back to annotating once per round; the task keeps waiting for it until the release.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from annotation.models import (
 from mitl.config import batch_config
 from mitl.release_files import I2T_FILE, T2I_FILE
 
-from .pipeline import STAGE_ORDER, stage_advance
+from .pipeline import stage_advance
 from .simulate import REVIEW_ROUNDS, crowd_simulate_reviewed
 
 REPORT_KEY = "simulated_crowd"  # in Batch.reports: what the autopilot did, for the batch page
@@ -36,8 +37,8 @@ REJECTION_FEEDBACK = "A golden pair was answered wrongly (simulated crowd, rejec
 
 class AutopilotStep(StrEnum):
     WAIT = "wait"  # the automatic stages are still running: ask again later
-    CLOSED = "closed"  # the crowd judged the batch and this call closed annotating
-    DONE = "done"  # nothing to do: the batch is already past annotating
+    CLOSED = "closed"  # the crowd judged the batch (or this round) and closed annotating
+    DONE = "done"  # nothing to do: the batch is released
     STOPPED = "stopped"  # a stage failed or the batch was cancelled: the autopilot gives up
 
 
@@ -56,14 +57,13 @@ def crowd_autopilot(*, batch_id: int, seed: int = 0) -> AutopilotStep:
     if batch.state == BatchState.CANCELLED:
         _report(batch, {"status": "stopped", "reason": "the batch was cancelled"})
         return AutopilotStep.STOPPED
-    position = STAGE_ORDER.index(batch.state)
-    if position > STAGE_ORDER.index(BatchState.ANNOTATING):
-        return AutopilotStep.DONE  # delivered again after it closed the stage
-    if position < STAGE_ORDER.index(BatchState.ANNOTATING):
+    if batch.state == BatchState.RELEASED:
+        return AutopilotStep.DONE  # delivered again after the last round closed
+    if batch.state != BatchState.ANNOTATING:
         if batch.error:
             _report(batch, {"status": "stopped", "reason": batch.error})
             return AutopilotStep.STOPPED
-        return AutopilotStep.WAIT
+        return AutopilotStep.WAIT  # automatic stages, or an adaptive batch between rounds
     config = batch_config(batch)
     # More workers than slots per HIT: a rejected worker never gets the same HIT again.
     n_workers = max(MIN_WORKERS, config.assignments_per_hit * (REVIEW_ROUNDS + 1))
@@ -85,6 +85,7 @@ def crowd_autopilot(*, batch_id: int, seed: int = 0) -> AutopilotStep:
             "truth": "known positive sets" if oracle else "synthetic generator",
             "approved": approved.count(),
             "rejected": rejected,
+            "round": batch.round,
         },
     )
     # force: HITs still short of approved work after the rounds close as they are.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Q
 
 from annotation.goldens import golden_pool
 from annotation.models import HIT, Batch, Candidate, HITItem
@@ -10,18 +11,26 @@ from mitl.config import BatchConfig
 from mitl.hits import PackingPlan, pack_hits
 
 from .bulk import rows_insert
+from .curation import round_rejudged
 from .progress import StageTracker
 
 
 def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> int:
-    """Write the batch's HITs and their items once; return the number of HITs."""
-    existing = HIT.objects.filter(batch=batch).count()
+    """Write the current round's HITs and their items once; return the number of HITs.
+
+    A fixed batch has one round; an adaptive one packs each round's candidates into new
+    HITs, numbered after the earlier rounds' (golden pairs drawn afresh per round).
+    """
+    existing = HIT.objects.filter(batch=batch, round=batch.round).count()
     if existing:
         tracker.start(existing)
         tracker.finish()
         return existing
+    first_index = HIT.objects.filter(batch=batch).count()
     candidates = list(
-        Candidate.objects.filter(batch=batch)
+        Candidate.objects.filter(
+            Q(round=batch.round) | Q(pk__in=round_rejudged(batch)), batch=batch
+        )
         .order_by("pk")
         .values_list("pk", "image_id", "caption_id", "query_id")
     )
@@ -29,7 +38,9 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
     layouts = pack_hits(
         candidate_pairs=[(image, caption) for _, image, caption, _ in candidates],
         candidate_queries=[query for *_, query in candidates],
-        plan=PackingPlan(config.hit_size, config.golden_tp, config.golden_tn, config.seed),
+        plan=PackingPlan(
+            config.hit_size, config.golden_tp, config.golden_tn, config.seed + batch.round
+        ),
         golden_tp_pairs=pool.golden_tp_pairs,
         negatives=pool.negatives,
         image_ids=pool.image_ids,
@@ -39,7 +50,12 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
     with transaction.atomic():
         hits = HIT.objects.bulk_create(
             [
-                HIT(batch_id=batch.pk, index=index, max_assignments=config.assignments_per_hit)
+                HIT(
+                    batch_id=batch.pk,
+                    index=first_index + index,
+                    round=batch.round,
+                    max_assignments=config.assignments_per_hit,
+                )
                 for index in range(len(layouts))
             ],
             batch_size=2000,

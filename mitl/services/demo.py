@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,13 @@ LIVE_BATCH = {"n_image_queries": 8, "n_caption_queries": 8, "k": 3, "assignments
 DEMO_PASSWORD = "mitl-demo"
 DEMO_ACCOUNTS = {"admin": True, "annotator1": False, "annotator2": False}  # name → is staff
 
+# The demo's batch is adaptive (docs/curation.md) with about the judgements the fixed
+# strategy spends on the same queries (k = 5 from four annotators, three workers per HIT:
+# ~11,000). Adaptive asks two workers per HIT and a second HIT's pair only where they split.
+DEMO_BUDGET = 11_000
+ADAPTIVE_SETTINGS = {"strategy": "adaptive", "adjudication": "learned", "assignments_per_hit": 2}
+FIXED_SETTINGS = {"strategy": "fixed", "k": 5}
+
 # Flagged work is rejected and re-posted for other workers, as an admin would.
 REJECTION_FEEDBACK = "A golden pair was answered wrongly."
 
@@ -54,6 +61,10 @@ class DemoSummary:
     positives: dict[str, dict[str, float]] = field(default_factory=dict)
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    strategy: str = "adaptive"
+    rounds: int = 1
+    # per direction: estimated recall with its 95% interval (adaptive only)
+    estimated_recall: dict[str, dict[str, float]] = field(default_factory=dict)
     live_batch_id: int | None = None  # left in annotating for people to judge
     accounts: dict[str, str] = field(default_factory=dict)  # username → role
 
@@ -65,9 +76,16 @@ def demo_run(
     assignments_per_hit: int = 3,
     n_workers: int = 15,
     seed: int = 0,
+    strategy: str = "adaptive",
+    budget: int = DEMO_BUDGET,
+    batch_settings: Mapping[str, Any] | None = None,
     listener: ProgressListener | None = None,
 ) -> DemoSummary:
-    """Generate, import, retrieve, pool, pack, annotate (simulated), aggregate and release."""
+    """Generate, import, retrieve, pool, pack, annotate (simulated), aggregate and release.
+
+    `strategy` "adaptive" runs rounds until `budget` judgements are spent; "fixed" judges
+    every annotator's top 5 once. `batch_settings` override the batch configuration.
+    """
     timings: dict[str, float] = {}
     started = time.monotonic()
     dataset = _demo_dataset(n_images=n_images, seed=seed, listener=listener)
@@ -85,27 +103,17 @@ def demo_run(
             "annotators": list(annotators),
             "n_image_queries": n_queries,
             "n_caption_queries": n_queries,
-            "k": 5,
             "assignments_per_hit": assignments_per_hit,
             "seed": seed,
+            **(
+                {**ADAPTIVE_SETTINGS, "budget_judgements": budget}
+                if strategy == "adaptive"
+                else FIXED_SETTINGS
+            ),
+            **(batch_settings or {}),
         },
     )
-    mark = time.monotonic()
-    batch_run_until(batch_id=batch.pk, until=BatchState.ANNOTATING, listener=listener)
-    timings["retrieve+pool+build"] = time.monotonic() - mark
-    mark = time.monotonic()
-    crowd_simulate_reviewed(
-        batch=batch,
-        config=batch_config(batch),
-        n_workers=n_workers,
-        feedback=REJECTION_FEEDBACK,
-        seed=seed,
-        listener=listener,
-    )
-    timings["annotate"] = time.monotonic() - mark
-    mark = time.monotonic()
-    batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED, listener=listener, force=True)
-    timings["aggregate+release"] = time.monotonic() - mark
+    _rounds_run(batch, n_workers=n_workers, seed=seed, listener=listener, timings=timings)
     release = Release.objects.filter(batches=batch).latest("version")
     summary = _summarise(batch, release, dataset)
     mark = time.monotonic()
@@ -120,6 +128,39 @@ def demo_run(
     summary.accounts = _demo_accounts()
     summary.stage_seconds = {name: round(s, 2) for name, s in timings.items()}
     return summary
+
+
+def _rounds_run(
+    batch: Batch,
+    *,
+    n_workers: int,
+    seed: int,
+    listener: ProgressListener | None,
+    timings: dict[str, float],
+) -> None:
+    """Run the automatic stages and let the simulated crowd judge each round until released."""
+    timings.update({"automatic stages": 0.0, "annotate": 0.0})
+    mark = time.monotonic()
+    state = batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED, listener=listener)
+    timings["automatic stages"] += time.monotonic() - mark
+    while state == BatchState.ANNOTATING:
+        batch.refresh_from_db()
+        mark = time.monotonic()
+        crowd_simulate_reviewed(
+            batch=batch,
+            config=batch_config(batch),
+            n_workers=n_workers,
+            feedback=REJECTION_FEEDBACK,
+            seed=seed + 100 * batch.round,
+            listener=listener,
+        )
+        timings["annotate"] += time.monotonic() - mark
+        mark = time.monotonic()
+        # force: HITs still short of approved work after the review rounds close as they are
+        state = batch_run_until(
+            batch_id=batch.pk, until=BatchState.RELEASED, listener=listener, force=True
+        )
+        timings["automatic stages"] += time.monotonic() - mark
 
 
 def _demo_accounts() -> dict[str, str]:
@@ -201,6 +242,15 @@ def _summarise(batch: Batch, release: Release, dataset: Dataset) -> DemoSummary:
     }
     summary.positives = {direction: stats[direction] for direction in ("i2t", "t2i")}
     summary.agreement = _agreement_with_truth(release, dataset)
+    batch.refresh_from_db()
+    summary.strategy = batch_config(batch).strategy
+    summary.rounds = batch.round + 1
+    curation = stats.get("curation", {}).get("directions", {})
+    summary.estimated_recall = {
+        direction: values["estimate"]
+        for direction, values in curation.items()
+        if values.get("estimate") is not None
+    }
     return summary
 
 

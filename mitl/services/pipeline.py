@@ -2,6 +2,10 @@
 
     draft → retrieving → pooling → building → annotating → aggregating → released
 
+An adaptive batch (`strategy: adaptive`) loops: after aggregating it goes back to pooling
+(which then selects the next round's pairs, `mitl.services.curation`) while its budget
+lasts and positives seem to remain; `Batch.round` counts the rounds.
+
 `retrieving`, `pooling`, `building` and `aggregating` run by themselves (Celery tasks
 chain them); `annotating` waits for people (or the simulated crowd) and ends when every
 HIT has its approved assignments, or when an admin closes it early. A state names the
@@ -43,6 +47,7 @@ from .aggregate import verdicts_aggregate
 from .build import hits_build
 from .bulk import tables_analyze
 from .corpus import corpus_load
+from .curation import curation_report, round_advance, rounds_continue
 from .diversity import diversity_save
 from .pool import candidates_pool
 from .progress import ProgressListener, StageTracker
@@ -92,6 +97,10 @@ def batch_create(*, dataset: Dataset, name: str, raw_config: Mapping[str, Any]) 
         batch = Batch.objects.create(dataset=dataset, name=name, config=config.to_json())
         batch.annotators.set(annotators)
     return batch
+
+
+def state_of(batch_id: int) -> str:
+    return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
 
 
 def next_state(state: str) -> str:
@@ -196,6 +205,8 @@ def stage_advance(
         return False  # stopped by an admin: nothing runs any more
     if STAGE_ORDER.index(batch.state) > STAGE_ORDER.index(stage):
         return False
+    if batch.round > 0 and STAGE_ORDER.index(batch.state) < STAGE_ORDER.index(stage):
+        return False  # a late duplicate of an earlier round's stage
     if batch.state != stage:
         raise ServiceError(f"batch {batch_id} is {batch.state}; it cannot run {stage} yet")
     config = batch_config(batch)
@@ -218,6 +229,9 @@ def stage_advance(
         else:
             verdicts_aggregate(batch=batch, config=config, tracker=tracker)
             tables_analyze(Verdict, PositivePair)
+            report = curation_report(batch=batch, config=config)
+            if rounds_continue(batch=batch, config=config, report=report):
+                return round_advance(batch=batch)
             # A retry after the release was written (before the state moved) adds no v2.
             if not Release.objects.filter(batches=batch).exists():
                 release_create(batch=batch, config=config)
@@ -285,18 +299,25 @@ def batch_run_until(
     """Run stages in this process until the batch reaches `until` or waits for people.
 
     Starts a draft batch. Stops at `annotating` while HITs lack approved work (unless
-    `force`). Returns the state reached.
+    `force`, which closes only the round that is annotating now: an adaptive batch's next
+    round waits for people again). Returns the state reached.
     """
     if until not in STAGE_ORDER:
         raise ServiceError(f"unknown stage {until!r} (stages: {', '.join(STAGE_ORDER)})")
-    state = Batch.objects.values_list("state", flat=True).get(pk=batch_id)
+    state, first_round = Batch.objects.values_list("state", "round").get(pk=batch_id)
     if state == BatchState.DRAFT and until != BatchState.DRAFT:
         Batch.objects.filter(pk=batch_id, state=BatchState.DRAFT).update(
             state=BatchState.RETRIEVING
         )
         state = BatchState.RETRIEVING
     while state != BatchState.CANCELLED and STAGE_ORDER.index(state) < STAGE_ORDER.index(until):
-        new_state = stage_run(batch_id=batch_id, stage=state, listener=listener, force=force)
+        current_round = Batch.objects.values_list("round", flat=True).get(pk=batch_id)
+        new_state = stage_run(
+            batch_id=batch_id,
+            stage=state,
+            listener=listener,
+            force=force and current_round == first_round,
+        )
         if new_state == state:  # annotating, waiting for people
             break
         state = new_state

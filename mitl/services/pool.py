@@ -9,6 +9,7 @@ from mitl.config import BatchConfig
 from mitl.pooling import RankedList, pool_candidates
 
 from .bulk import rows_insert
+from .curation import round_select
 from .progress import StageTracker
 
 
@@ -34,7 +35,12 @@ def ranked_lists_load(*, batch: Batch, k: int) -> list[RankedList]:
 
 
 def candidates_pool(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> int:
-    """Write the batch's candidates and proposals once; return the number of candidates."""
+    """Write the batch's candidates and proposals once; return the number of candidates.
+
+    An adaptive batch chooses only the current round's pairs (`curation.round_select`).
+    """
+    if config.adaptive:
+        return round_select(batch=batch, config=config, tracker=tracker)
     existing = Candidate.objects.filter(batch=batch).count()
     if existing:
         tracker.start(existing)
@@ -47,9 +53,17 @@ def candidates_pool(*, batch: Batch, config: BatchConfig, tracker: StageTracker)
     with transaction.atomic():
         ids = rows_insert(
             Candidate,
-            ("batch_id", "query_id", "direction", "image_id", "caption_id"),
+            (
+                "batch_id",
+                "query_id",
+                "direction",
+                "image_id",
+                "caption_id",
+                "round",
+                "sample_stratum",
+            ),
             [
-                (batch.pk, p.query_id, directions[p.query_id], p.image_id, p.caption_id)
+                (batch.pk, p.query_id, directions[p.query_id], p.image_id, p.caption_id, 0, "")
                 for p in pooled
             ],
             with_ids=True,

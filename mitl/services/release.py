@@ -50,6 +50,7 @@ from mitl.release_files import (
 
 from .aggregate import human_set_name
 from .bias import bias_report_build
+from .curation import REPORT_KEY as CURATION_REPORT
 from .diversity import DIVERSITY_FILE
 
 BIAS_HTML_FILE = "bias_report.html"
@@ -94,6 +95,7 @@ def release_create(
         "i2t": positive_counts(i2t_before, i2t),
         "t2i": positive_counts(t2i_before, t2i),
         **_work_stats(batch),
+        "curation": _curation_stats(batch, config),
     }
     verdict_rows = _verdict_rows(batch)
     scores = {(row["image_id"], row["caption_id"]): row["score"] for row in verdict_rows}
@@ -166,6 +168,22 @@ def release_create(
         bundle_checksum_path(final_dir).unlink(missing_ok=True)
         raise
     return release
+
+
+def _curation_stats(batch: Batch, config: BatchConfig) -> dict[str, Any]:
+    """Strategy, rounds, budget and the estimated recall per direction (docs/curation.md)."""
+    report = batch.reports.get(CURATION_REPORT, {})
+    return {
+        "strategy": config.strategy,
+        "adjudication": config.adjudication if config.adaptive else None,
+        "rounds": batch.round + 1,
+        "budget_judgements": config.budget_judgements or None,
+        "judgements_spent": report.get("judgements_spent"),
+        "directions": {
+            direction: {"found": values["found"], "estimate": values["estimate"]}
+            for direction, values in report.get("directions", {}).items()
+        },
+    }
 
 
 def worker_pseudonym(worker: str) -> str:

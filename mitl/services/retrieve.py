@@ -105,7 +105,7 @@ def rankings_compute(
         tracker.total = total_pairs
     tracker.update(len(done_pairs))
     written = 0
-    depth = max(config.k, config.golden_negative_depth)
+    depth = config.depth
     for row in annotators:
         missing = [q for q in queries if (row.pk, q.pk) not in done_pairs]
         if not missing:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from django.db.models import Count, Q
 
+from annotation.budget import BudgetSpent
 from annotation.errors import ServiceError
 from annotation.handout import ACTIVE_STATUSES, assignment_create
 from annotation.models import (
@@ -121,10 +122,13 @@ def crowd_simulate(
             if worker.pk not in taken and not worker.is_blocked
         ]
         open_slots = min(hit.max_assignments - hit.active, len(free))
-        for index in rng.choice(free, size=max(open_slots, 0), replace=False):
-            result = _work_on(hit, workers[index], profiles[index], truth, rng, config)
-            approved += result.assignment.status == "approved"
-            flagged += result.assignment.flagged
+        try:
+            for index in rng.choice(free, size=max(open_slots, 0), replace=False):
+                result = _work_on(hit, workers[index], profiles[index], truth, rng, config)
+                approved += result.assignment.status == "approved"
+                flagged += result.assignment.flagged
+        except BudgetSpent:
+            break  # the batch cannot pay for more work: the rest of its HITs stay open
         tracker.advance()
     tracker.finish()
     return SimulationSummary(assignments=approved + flagged, approved=approved, flagged=flagged)

@@ -5,7 +5,7 @@ import time
 from django.core.management.base import BaseCommand, CommandParser
 
 from mitl.management.progress_bars import StageBars
-from mitl.services.demo import DEMO_PASSWORD, demo_run
+from mitl.services.demo import DEMO_BUDGET, DEMO_PASSWORD, demo_run
 
 
 class Command(BaseCommand):
@@ -25,6 +25,16 @@ class Command(BaseCommand):
         parser.add_argument("--assignments", type=int, default=3, help="workers per HIT")
         parser.add_argument("--workers", type=int, default=15, help="simulated workers")
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--strategy",
+            choices=("adaptive", "fixed"),
+            default="adaptive",
+            help="adaptive: rounds until --budget judgements are spent (default); fixed: "
+            "every annotator's top 5 judged once (ECCV Caption's protocol)",
+        )
+        parser.add_argument(
+            "--budget", type=int, default=DEMO_BUDGET, help="judgements (adaptive strategy)"
+        )
         parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     def handle(self, *args: object, **options: object) -> None:
@@ -37,6 +47,8 @@ class Command(BaseCommand):
                 assignments_per_hit=options["assignments"],
                 n_workers=options["workers"],
                 seed=options["seed"],
+                strategy=options["strategy"],
+                budget=options["budget"],
                 listener=bars,
             )
         finally:
@@ -61,6 +73,16 @@ class Command(BaseCommand):
                 f"  {label:<34}{agreement['precision']:>8.3f} {agreement['recall']:>7.3f} "
                 f"{agreement['pairs']:>7}"
             )
+        out.write("")
+        out.write(f"Strategy {summary.strategy}, {summary.rounds} round(s)")
+        if summary.estimated_recall:
+            out.write("Recall of the release                true   estimated (95% interval)")
+            for direction, estimate in summary.estimated_recall.items():
+                true_recall = summary.agreement[f"released {direction}"]["recall"]
+                out.write(
+                    f"  {direction:<34}{true_recall:>6.3f}   {estimate['recall']:.3f} "
+                    f"({estimate['recall_low']:.3f}-{estimate['recall_high']:.3f})"
+                )
         out.write("")
         timings = ", ".join(
             f"{name} {seconds:.1f} s" for name, seconds in summary.stage_seconds.items()

@@ -1,0 +1,190 @@
+"""The estimate of the positives not found, against brute-force truth on small populations."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from mitl.curation.budget import RoundBudget, repost_share, round_budget
+from mitl.curation.estimate import (
+    QueryUniverse,
+    RoundSample,
+    StratumSample,
+    remaining_estimate,
+    round_estimate,
+    sample_allocation,
+    sample_draw,
+    strata_sizes,
+)
+
+
+def test_round_estimate_by_hand() -> None:
+    sample = RoundSample(
+        round=0,
+        strata={
+            "ranked": StratumSample(population=100, judged=10, positives=3),
+            "tail": StratumSample(population=50, judged=5, positives=0),
+        },
+        positives_judged_later=4,
+    )
+    unfound, variance = round_estimate(sample)
+    # 100 x 3/10 + 50 x 0/5 positives were unjudged; 3 were then sampled, 4 judged later.
+    assert unfound == pytest.approx(30 - 3 - 4)
+    ranked = 100**2 * (1 - 10 / 100) * (3.5 / 11) * (7.5 / 11) / 10
+    tail = 50**2 * (1 - 5 / 50) * (0.5 / 6) * (5.5 / 6) / 5
+    assert variance == pytest.approx(ranked + tail)
+
+
+def test_a_stratum_with_unjudged_pairs_but_no_sample_gives_no_estimate() -> None:
+    sample = RoundSample(0, {"ranked": StratumSample(10, 0, 0)}, 0)
+    assert round_estimate(sample) is None
+    assert remaining_estimate(5, [sample]) is None
+
+
+def test_a_fully_judged_population_is_exact() -> None:
+    exhaustive = RoundSample(1, {"ranked": StratumSample(20, 20, 6)}, 0)
+    noisy = RoundSample(0, {"ranked": StratumSample(100, 4, 3)}, 10)
+    estimate = remaining_estimate(30, [noisy, exhaustive])
+    assert estimate is not None
+    assert estimate.unfound == pytest.approx(0) and estimate.high == pytest.approx(0)
+    assert estimate.recall == pytest.approx(1.0)
+
+
+def test_rounds_combine_with_design_weights_and_recall_bounds_are_ordered() -> None:
+    first = RoundSample(0, {"tail": StratumSample(1000, 50, 5)}, 20)
+    second = RoundSample(1, {"tail": StratumSample(900, 100, 8)}, 0)
+    estimate = remaining_estimate(200, [first, second])
+    assert estimate is not None
+    one = 1000 * 5 / 50 - 5 - 20
+    two = 900 * 8 / 100 - 8
+    w1, w2 = 50 / 1000**2, 100 / 900**2
+    assert estimate.unfound == pytest.approx((one * w1 + two * w2) / (w1 + w2))
+    assert estimate.low <= estimate.unfound <= estimate.high
+    assert estimate.recall_low <= estimate.recall <= estimate.recall_high
+    assert estimate.recall == pytest.approx(200 / (200 + estimate.unfound))
+
+
+def universes_of(truth: np.ndarray, ranked_depth: int, taken: set[tuple[int, int]]):
+    """Image queries 0..n-1 over caption targets; each query ranks its first targets."""
+    n_queries, n_targets = truth.shape
+    return [
+        QueryUniverse(
+            query_id=q,
+            is_image_query=True,
+            item_id=q,
+            n_targets=n_targets,
+            ranked=frozenset((q, t) for t in range(ranked_depth)),
+            taken=frozenset(p for p in taken if p[0] == q),
+        )
+        for q in range(n_queries)
+    ]
+
+
+def test_sample_draw_respects_strata_and_never_draws_a_taken_pair() -> None:
+    truth = np.zeros((3, 40), dtype=bool)
+    taken = {(0, 0), (0, 1), (1, 30), (2, 39)}
+    universes = universes_of(truth, ranked_depth=10, taken=taken)
+    sizes = strata_sizes(universes)
+    assert sizes == {"ranked": 30 - 2, "tail": 90 - 2}
+    drawn = sample_draw(
+        universes, np.arange(40), {"ranked": 28, "tail": 20}, np.random.default_rng(0)
+    )
+    ranked = [pair for _, pair, stratum in drawn if stratum == "ranked"]
+    tail = [pair for _, pair, stratum in drawn if stratum == "tail"]
+    assert len(ranked) == 28 and len(tail) == 20  # the whole ranked stratum, 20 of the tail
+    assert not (set(ranked) | set(tail)) & taken
+    assert all(pair[1] < 10 for pair in ranked) and all(pair[1] >= 10 for pair in tail)
+    assert len(set(tail)) == 20
+
+
+def test_allocation_follows_neyman_with_a_floor() -> None:
+    allocation = sample_allocation(
+        {"ranked": 100, "tail": 10_000}, 60, {"ranked": 0.5, "tail": 0.01}
+    )
+    weights = (100 * math.sqrt(0.5 * 0.5), 10_000 * math.sqrt(0.01 * 0.99))
+    assert allocation["tail"] == round(60 * weights[1] / sum(weights))
+    assert allocation["ranked"] == round(60 * weights[0] / sum(weights)) == 3
+    floor = sample_allocation({"ranked": 10, "tail": 10_000}, 60, {"ranked": 0.01, "tail": 0.5})
+    assert floor["ranked"] == 2  # the floor: every stratum is sampled
+    assert sample_allocation({"ranked": 0, "tail": 0}, 10, {"ranked": 0.5, "tail": 0.1}) == {
+        "ranked": 0,
+        "tail": 0,
+    }
+
+
+def test_estimate_is_unbiased_and_covers_the_brute_force_truth() -> None:
+    """Many independent samples of one small population: mean on target, ~95% coverage."""
+    rng = np.random.default_rng(7)
+    n_queries, n_targets, depth = 6, 60, 12
+    # Positives dense at the top of each ranking, sparse in the tail.
+    probability = np.where(np.arange(n_targets) < depth, 0.5, 0.08)
+    truth = rng.random((n_queries, n_targets)) < probability
+    judged = {(q, t) for q, t in itertools.product(range(n_queries), range(4))}  # each top 4
+    found = sum(truth[q, t] for q, t in judged)
+    true_unfound = int(truth.sum()) - found
+    universes = universes_of(truth, depth, judged)
+    sizes = strata_sizes(universes)
+    allocation = {"ranked": 12, "tail": 30}
+    estimates, covered = [], 0
+    for trial in range(600):
+        drawn = sample_draw(
+            universes, np.arange(n_targets), allocation, np.random.default_rng(trial)
+        )
+        strata = {}
+        for stratum in ("ranked", "tail"):
+            outcomes = [bool(truth[pair]) for _, pair, s in drawn if s == stratum]
+            strata[stratum] = StratumSample(sizes[stratum], len(outcomes), sum(outcomes))
+        sample_positives = sum(s.positives for s in strata.values())
+        estimate = remaining_estimate(found, [RoundSample(0, strata, 0)])
+        assert estimate is not None
+        # The estimate is of the positives left after the sample itself was judged.
+        truth_after = true_unfound - sample_positives
+        unclamped = round_estimate(RoundSample(0, strata, 0))[0]
+        estimates.append(unclamped - truth_after)
+        covered += estimate.low <= truth_after <= estimate.high
+    assert abs(np.mean(estimates)) < 0.05 * true_unfound
+    assert covered / 600 >= 0.88
+
+
+def test_round_budget_by_hand_and_never_past_the_budget() -> None:
+    plan = round_budget(
+        budget=1000,
+        spent=100,
+        round_size=600,
+        items_per_hit=18,
+        hit_size=16,
+        assignments_per_hit=2,
+        reposts=0.25,
+    )
+    # One HIT costs 18 x 2 x 1.25 = 45 judgements; 600 // 45 = 13 HITs.
+    assert plan == RoundBudget(hits=13, task_pairs=13 * 16, judgements_planned=585)
+    last = round_budget(
+        budget=1000,
+        spent=960,
+        round_size=600,
+        items_per_hit=18,
+        hit_size=16,
+        assignments_per_hit=2,
+        reposts=0.25,
+    )
+    assert last.hits == 0
+    for spent, size, reposts in itertools.product((0, 333, 999), (36, 500, 5000), (0.05, 0.5)):
+        plan = round_budget(
+            budget=1000,
+            spent=spent,
+            round_size=size,
+            items_per_hit=18,
+            hit_size=16,
+            assignments_per_hit=2,
+            reposts=reposts,
+        )
+        assert spent + plan.judgements_planned <= 1000
+
+
+def test_repost_share_has_a_prior_and_a_floor() -> None:
+    assert repost_share(0, 0) == pytest.approx(0.15)
+    assert repost_share(100, 0) == pytest.approx(0.05)
+    assert repost_share(100, 30) == pytest.approx(0.3)
