@@ -184,6 +184,47 @@ def test_a_stage_delivered_twice_changes_nothing(batch, worker, tmp_path):
     )
 
 
+def test_an_adaptive_batch_loops_its_rounds_on_the_worker_until_released(
+    dataset, annotators, small_config, worker, tmp_path
+):
+    """Every stage of every round, and the simulated crowd between them, run on the worker."""
+    from annotation.models import Judgement
+    from mitl.services.autopilot import autopilot_request
+    from mitl.services.pipeline import batch_create, batch_start
+    from mitl.services.queueing import crowd_autopilot_queue
+
+    batch = batch_create(
+        dataset=dataset,
+        name="adaptive on the worker",
+        raw_config={
+            **small_config,
+            "strategy": "adaptive",
+            "budget_judgements": 200,
+            "round_size": 70,
+            "ranking_depth": 20,
+            "estimate_share": 0.25,
+        },
+    )
+    autopilot_request(batch=batch)
+    batch_start(batch=batch)
+    crowd_autopilot_queue(batch_id=batch.pk)
+
+    _wait_for_state(batch, BatchState.RELEASED, worker, tmp_path / "worker.log")
+
+    batch.refresh_from_db()
+    assert batch.round >= 2
+    assert set(HIT.objects.filter(batch=batch).values_list("round", flat=True)) == set(
+        range(batch.round + 1)
+    )
+    assert Judgement.objects.filter(assignment__hit__batch=batch).count() <= 200
+    log = (tmp_path / "worker.log").read_text()
+    # pooling (selecting), building and aggregating: one task each per round, on the worker
+    assert log.count("] received") - log.count("mitl.retrieve_chunk[") >= 3 * (batch.round + 1)
+    assert "mitl.crowd_autopilot[" in log
+    estimate = batch.reports["curation"]["directions"]["i2t"]["estimate"]
+    assert estimate is not None and 0 <= estimate["recall"] <= 1
+
+
 # --- lost workers and lost messages (annotation/task_leases.py) ------------------------
 
 

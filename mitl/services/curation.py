@@ -489,7 +489,8 @@ def rounds_continue(*, batch: Batch, config: BatchConfig, report: Mapping[str, A
     return not (
         estimates
         and all(
-            e is not None and e["unfound_high"] <= STOP_SHARE * max(e["found"], 1) for e in estimates
+            e is not None and e["unfound_high"] <= STOP_SHARE * max(e["found"], 1)
+            for e in estimates
         )
     )
 

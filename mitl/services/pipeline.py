@@ -51,7 +51,7 @@ from .curation import curation_report, round_advance, rounds_continue
 from .diversity import diversity_save
 from .pool import candidates_pool
 from .progress import ProgressListener, StageTracker
-from .queueing import retrieval_chunks_queue, stage_queue
+from .queueing import mturk_round_publish_queue, retrieval_chunks_queue, stage_queue
 from .release import release_create
 from .retrieve import (
     embeddings_warm,
@@ -222,6 +222,8 @@ def stage_advance(
             candidates_pool(batch=batch, config=config, tracker=tracker)
         elif stage == BatchState.BUILDING:
             hits_build(batch=batch, config=config, tracker=tracker)
+            if batch.round > 0:  # a later round's HITs join the batch's MTurk publication
+                mturk_round_publish_queue(batch_id=batch.pk, mturk_state=batch.mturk)
         elif stage == BatchState.ANNOTATING:
             if hits_missing_work(batch=batch) and not force:
                 return False

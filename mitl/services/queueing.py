@@ -72,3 +72,19 @@ def crowd_autopilot_queue(*, batch_id: int) -> None:
     from mitl.tasks import crowd_autopilot
 
     transaction.on_commit(lambda: crowd_autopilot.delay(batch_id))
+
+
+def mturk_round_publish_queue(*, batch_id: int, mturk_state: dict) -> bool:
+    """Queue the publication of an adaptive round's new HITs where the batch is on MTurk.
+
+    They join the batch's publication: same HIT type and environment (`mturk_publish` is
+    idempotent and skips HITs that have their HITId). Not leased: a lost message leaves
+    the HITs unpublished until `mturk_publish BATCH` runs again. Returns whether it queued.
+    """
+    if not mturk_state.get("hit_type_id"):
+        return False
+    from annotation.tasks import mturk_publish
+
+    production = mturk_state.get("environment") == "production"
+    transaction.on_commit(lambda: mturk_publish.delay(batch_id, production))
+    return True
