@@ -69,6 +69,43 @@ def batch_progress(*, batch: Batch) -> list[dict[str, Any]]:
     return result
 
 
+def batch_curation(*, batch: Batch) -> dict[str, Any]:
+    """Strategy, round, budget and the estimated recall per direction (docs/curation.md).
+
+    Read from the batch's configuration and the report its aggregations keep
+    (`Batch.reports["curation"]`); the estimate is None until a random sample is judged.
+    """
+    config = batch_config(batch)
+    report = batch.reports.get("curation", {})
+    directions = report.get("directions", {})
+    return {
+        "strategy": config.strategy,
+        "adjudication": config.adjudication if config.adaptive else None,
+        "round": batch.round,
+        "budget_judgements": config.budget_judgements or None,
+        "judgements_spent": report.get("judgements_spent"),
+        "estimates": {
+            direction: directions.get(direction, {}).get("estimate")
+            for direction in ("i2t", "t2i")
+            if direction in directions
+        },
+        "rounds": [
+            {
+                "round": entry["round"],
+                "hits_planned": entry.get("hits_planned", 0),
+                "policy_pairs": entry.get("policy_pairs", 0),
+                "sample_pairs": entry.get("sample_pairs", 0),
+                "rejudged": len(entry.get("rejudged", [])),
+            }
+            for entry in report.get("rounds", [])
+        ],
+        "queries_most_remaining": {
+            direction: values.get("queries_most_remaining", [])
+            for direction, values in directions.items()
+        },
+    }
+
+
 def diversity_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Flatten a diversity report into table rows: direction, annotator pair and figures."""
     rows = []

@@ -14,7 +14,12 @@ from rest_framework.response import Response
 
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchState, Dataset
-from annotation.selectors import batch_cost_estimate, batch_counts, batch_progress
+from annotation.selectors import (
+    batch_cost_estimate,
+    batch_counts,
+    batch_curation,
+    batch_progress,
+)
 from mitl.config import BatchConfig, ConfigError, parse_batch_config
 from mitl.costs import CENT, cost_estimate
 from mitl.services.pipeline import batch_cancel, batch_create, batch_start
@@ -43,10 +48,47 @@ class StageProgressSerializer(serializers.Serializer):
     finished = serializers.BooleanField()
 
 
+class RecallEstimateSerializer(serializers.Serializer):
+    found = serializers.IntegerField(help_text="Positives known or judged for the queries.")
+    unfound = serializers.FloatField(help_text="Estimated positives not found yet.")
+    unfound_low = serializers.FloatField()
+    unfound_high = serializers.FloatField()
+    recall = serializers.FloatField(help_text="found / (found + unfound).")
+    recall_low = serializers.FloatField(help_text="Lower end of the 95% interval.")
+    recall_high = serializers.FloatField(help_text="Upper end of the 95% interval.")
+    rounds_used = serializers.IntegerField()
+
+
+class RoundSerializer(serializers.Serializer):
+    round = serializers.IntegerField()
+    hits_planned = serializers.IntegerField()
+    policy_pairs = serializers.IntegerField(help_text="Pairs the adjudication policy chose.")
+    sample_pairs = serializers.IntegerField(help_text="Pairs drawn at random for the estimate.")
+    rejudged = serializers.IntegerField(help_text="Earlier pairs shown again (split answers).")
+
+
+class CurationSerializer(serializers.Serializer):
+    strategy = serializers.CharField()
+    adjudication = serializers.CharField(allow_null=True)
+    round = serializers.IntegerField(help_text="The current round, from 0.")
+    budget_judgements = serializers.IntegerField(allow_null=True)
+    judgements_spent = serializers.IntegerField(allow_null=True)
+    estimates = serializers.DictField(
+        child=RecallEstimateSerializer(allow_null=True),
+        help_text="Per direction (i2t, t2i): the estimated recall; null before any sample.",
+    )
+    rounds = RoundSerializer(many=True)
+    queries_most_remaining = serializers.DictField(
+        child=serializers.ListField(child=serializers.DictField()),
+        help_text="Per direction: the queries with the most positives expected to remain.",
+    )
+
+
 class BatchSerializer(serializers.ModelSerializer):
     dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
     annotators = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
     progress = serializers.SerializerMethodField()
+    curation = serializers.SerializerMethodField()
 
     class Meta:
         model = Batch
@@ -59,6 +101,8 @@ class BatchSerializer(serializers.ModelSerializer):
             "config",
             "annotators",
             "progress",
+            "round",
+            "curation",
             "created_at",
             "updated_at",
         ]
@@ -66,6 +110,10 @@ class BatchSerializer(serializers.ModelSerializer):
     @extend_schema_field(StageProgressSerializer(many=True))
     def get_progress(self, batch: Batch) -> list[dict[str, Any]]:
         return batch_progress(batch=batch)
+
+    @extend_schema_field(CurationSerializer)
+    def get_curation(self, batch: Batch) -> dict[str, Any]:
+        return batch_curation(batch=batch)
 
 
 class BatchCountsSerializer(serializers.Serializer):

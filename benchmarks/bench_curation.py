@@ -1,18 +1,21 @@
 """Adaptive against fixed curation at equal judgements, on synthetic data with full truth.
 
 Both strategies run the demo's set-up (300 synthetic images, 100 image and 100 caption
-queries, four machine annotators, three simulated workers per HIT, the same crowd seed),
-each in its own SQLite database beside a shared folder (the synthetic files and the tiny
-CLIP are made once). `fixed` judges every annotator's top 5 once; its judgements, golden
-pairs and re-posted work included, become the budget of `adaptive`. The script checks
-that adaptive spent no more than fixed, then prints for each strategy the true positives
-the crowd found, the release's true and estimated recall, and the verdicts' precision,
-and ends with the JSON line
+queries, four machine annotators, the same simulated crowd and seed), each in its own
+SQLite database beside a shared folder (the synthetic files and the tiny CLIP are made
+once). `fixed` judges every annotator's top 5 once with three workers per HIT; its
+judgements, golden pairs and re-posted work included, become the budget of `adaptive`
+(the demo's: learned adjudication, two workers per HIT and a second HIT only for pairs
+they split on). A third run, "selection only", gives adaptive fixed's three workers per
+HIT, to show what the choice of pairs alone buys. The script checks that no run spent
+more than fixed, then prints for each the true positives the crowd found, the release's
+true and estimated recall, and the verdicts' precision, and ends with the JSON line
 
     {"benchmark": "curation", "ratio": adaptive true positives / fixed true positives,
      "target": 1.5, "better": "higher", "recall_estimate_error": ..., "precision": ...}
 
-Usage: python benchmarks/bench_curation.py [--seed 0] [--keep DIR]
+Usage: python benchmarks/bench_curation.py [--seed 0] [--keep DIR] [--settings JSON]
+       [--no-ablation]   (about 3 minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ def strategy_run(
     from django.core.management import call_command
 
     from annotation.models import Batch, Candidate, Judgement
+    from mitl.config import batch_config
     from mitl.services.demo import demo_run
     from mitl.services.simulate import synthetic_regenerate
     from mitl.synthetic.truth import truth_matrix
@@ -60,6 +64,7 @@ def strategy_run(
     true_positives = sum(bool(truth[image_index[i], caption_index[c]]) for i, c in positives)
     return {
         "strategy": strategy,
+        "assignments_per_hit": batch_config(batch).assignments_per_hit,
         "rounds": summary.rounds,
         "judgements": Judgement.objects.filter(assignment__hit__batch=batch).count(),
         "pairs_judged": len(verdicts),
@@ -132,69 +137,55 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", help="folder for the databases and files (default: temporary)")
-    parser.add_argument("--child", choices=("fixed", "adaptive"), help=argparse.SUPPRESS)
-    parser.add_argument("--budget", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument(
         "--settings",
         default="{}",
-        help='adaptive batch settings over the demo\'s, as JSON (e.g. \'{"adjudication": "bandit"}\')',
+        help="adaptive batch settings over the demo's, as JSON, e.g. "
+        '\'{"adjudication": "bandit"}\'',
     )
+    parser.add_argument(
+        "--no-ablation",
+        action="store_true",
+        help="skip the third run (adaptive selection with fixed's three workers per HIT)",
+    )
+    parser.add_argument("--child", choices=("fixed", "adaptive"), help=argparse.SUPPRESS)
+    parser.add_argument("--budget", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    settings = json.loads(args.settings)
     if args.child:
-        settings = json.loads(args.settings)
-        print(
-            json.dumps(
-                strategy_run(args.child, budget=args.budget, seed=args.seed, settings=settings)
-            )
-        )
+        result = strategy_run(args.child, budget=args.budget, seed=args.seed, settings=settings)
+        print(json.dumps(result))
         return
+    runs: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-curation-") as scratch:
         folder = Path(args.keep or scratch)
         folder.mkdir(parents=True, exist_ok=True)
-        fixed = child("fixed", folder=folder, budget=0, seed=args.seed, settings={}, label="fixed")
-        adaptive = child(
-            "adaptive",
-            folder=folder,
-            budget=fixed["judgements"],
-            seed=args.seed,
-            settings=json.loads(args.settings),
-            label="adaptive",
+        common = {"folder": folder, "seed": args.seed}
+        runs["fixed"] = child("fixed", budget=0, settings={}, label="fixed", **common)
+        budget = runs["fixed"]["judgements"]
+        runs["adaptive"] = child(
+            "adaptive", budget=budget, settings=settings, label="adaptive", **common
         )
-    if adaptive["judgements"] > fixed["judgements"]:
-        raise SystemExit(
-            f"adaptive spent {adaptive['judgements']} judgements, more than fixed's "
-            f"{fixed['judgements']}"
-        )
-    print(f"{'':<34}{'fixed':>12}{'adaptive':>12}")
-    rows = [
-        ("rounds", "rounds"),
-        ("judgements (budget: fixed's)", "judgements"),
-        ("pairs judged", "pairs_judged"),
-        ("positive verdicts", "positive_verdicts"),
-        ("true positives found by the crowd", "true_positives"),
-    ]
-    for label, key in rows:
-        print(f"{label:<34}{fixed[key]:>12}{adaptive[key]:>12}")
-    print(
-        f"{'precision of the verdicts':<34}{fixed['precision']:>12.3f}{adaptive['precision']:>12.3f}"
-    )
-    errors = []
-    for d in DIRECTIONS:
-        estimate = adaptive["estimated_recall"].get(d)
-        print(
-            f"{'release recall ' + d + ' (truth)':<34}{fixed['true_recall'][d]:>12.3f}"
-            f"{adaptive['true_recall'][d]:>12.3f}"
-        )
-        if estimate:
-            errors.append(abs(estimate["recall"] - adaptive["true_recall"][d]))
-            print(
-                f"{'  estimated (95% interval)':<34}{'':>12}{estimate['recall']:>12.3f} "
-                f"({estimate['recall_low']:.3f}-{estimate['recall_high']:.3f})"
+        if not args.no_ablation:  # how much the choice of pairs alone buys
+            runs["selection only"] = child(
+                "adaptive",
+                budget=budget,
+                settings={**settings, "assignments_per_hit": 3},
+                label="selection-only",
+                **common,
             )
+    for name, run in runs.items():
+        if run["judgements"] > budget:
+            raise SystemExit(f"{name} spent {run['judgements']} judgements of {budget}")
+    table_print(runs)
+    fixed, adaptive = runs["fixed"], runs["adaptive"]
+    errors = {
+        d: abs(adaptive["estimated_recall"][d]["recall"] - adaptive["true_recall"][d])
+        for d in DIRECTIONS
+        if d in adaptive["estimated_recall"]
+    }
     true_all = combined_recall(adaptive, "true")
     estimated_all = combined_recall(adaptive, "estimated")
-    if estimated_all is not None:
-        print(f"{'release recall, both (truth / est.)':<34}{true_all:>12.3f}{estimated_all:>12.3f}")
     ratio = adaptive["true_positives"] / max(fixed["true_positives"], 1)
     report_line(
         "curation",
@@ -204,10 +195,58 @@ def main() -> None:
         recall_estimate_error=None
         if estimated_all is None
         else round(abs(estimated_all - true_all), 4),
-        recall_estimate_error_by_direction=[round(e, 4) for e in errors],
+        recall_estimate_error_by_direction={d: round(e, 4) for d, e in errors.items()},
         precision=round(adaptive["precision"], 4),
-        judgements={"fixed": fixed["judgements"], "adaptive": adaptive["judgements"]},
+        judgements={name: run["judgements"] for name, run in runs.items()},
+        selection_only_ratio=round(
+            runs["selection only"]["true_positives"] / max(fixed["true_positives"], 1), 3
+        )
+        if "selection only" in runs
+        else None,
     )
+
+
+def table_print(runs: dict[str, dict[str, Any]]) -> None:
+    """One column per run: work, positives, precision, true and estimated recall."""
+    width = 16
+    print(f"{'':<36}" + "".join(f"{name:>{width}}" for name in runs))
+
+    def row(label: str, values: list[str]) -> None:
+        print(f"{label:<36}" + "".join(f"{value:>{width}}" for value in values))
+
+    row("workers per HIT", [str(r["assignments_per_hit"]) for r in runs.values()])
+    for label, key in (
+        ("rounds", "rounds"),
+        ("judgements (budget: fixed's)", "judgements"),
+        ("pairs judged", "pairs_judged"),
+        ("positive verdicts", "positive_verdicts"),
+        ("true positives found by the crowd", "true_positives"),
+    ):
+        row(label, [str(r[key]) for r in runs.values()])
+    row("precision of the verdicts", [f"{r['precision']:.3f}" for r in runs.values()])
+    for d in DIRECTIONS:
+        row(f"release recall {d}, truth", [f"{r['true_recall'][d]:.3f}" for r in runs.values()])
+        row(
+            f"release recall {d}, estimated",
+            [_estimate_text(r["estimated_recall"].get(d)) for r in runs.values()],
+        )
+    row(
+        "release recall, both: truth",
+        [f"{combined_recall(r, 'true'):.3f}" for r in runs.values()],
+    )
+    row(
+        "release recall, both: estimated",
+        [
+            "-" if (value := combined_recall(r, "estimated")) is None else f"{value:.3f}"
+            for r in runs.values()
+        ],
+    )
+
+
+def _estimate_text(estimate: dict[str, Any] | None) -> str:
+    if not estimate:
+        return "-"
+    return f"{estimate['recall']:.3f} ±{(estimate['recall_high'] - estimate['recall_low']) / 2:.2f}"
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from django.shortcuts import render
 
 from annotation.models import Batch, Dataset, ImportJob, Release
 from annotation.review_selectors import quality_overview
-from annotation.selectors import batch_progress, dataset_rows
+from annotation.selectors import batch_curation, batch_progress, dataset_rows
 
 from .access import staff_required
 
@@ -18,7 +18,11 @@ RECENT = 20
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Show what an admin needs next: data, running batches, work to review, releases."""
     batches = [
-        {"batch": batch, "progress": batch_progress(batch=batch)}
+        {
+            "batch": batch,
+            "progress": batch_progress(batch=batch),
+            "curation": batch_curation(batch=batch),
+        }
         for batch in Batch.objects.select_related("dataset")
         .prefetch_related("progress")
         .order_by("-created_at")[:RECENT]

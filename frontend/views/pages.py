@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from annotation.models import Batch, Dataset, Release
-from annotation.selectors import batch_progress, diversity_rows
+from annotation.selectors import batch_curation, batch_progress, diversity_rows
 
 from .access import staff_required
 
@@ -37,6 +37,7 @@ def batch_page(request: HttpRequest, batch_id: int) -> HttpResponse:
     context = {
         "batch": batch,
         "progress": batch_progress(batch=batch),
+        "curation": batch_curation(batch=batch),
         "diversity": diversity_rows(batch.reports.get("diversity", {})),
     }
     return render(request, "frontend/batch.html", context)
