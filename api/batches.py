@@ -22,7 +22,8 @@ from annotation.selectors import (
 )
 from mitl.config import BatchConfig, ConfigError, parse_batch_config
 from mitl.costs import CENT, cost_estimate
-from mitl.services.pipeline import batch_cancel, batch_create, batch_start
+from mitl.services.launch import batch_create_with_queries, queries_file_parse
+from mitl.services.pipeline import batch_cancel, batch_start
 
 from .fields import JSONObjectField
 from .permissions import IsStaff
@@ -145,9 +146,24 @@ class BatchCreateSerializer(serializers.Serializer):
     config = JSONObjectField(
         help_text="Batch configuration (mitl.config.BatchConfig); missing keys take defaults."
     )
+    queries = JSONObjectField(
+        required=False,
+        help_text='These queries instead of a sample: {"images": [ids], "captions": [ids]}, '
+        "the dataset's own ids.",
+    )
+    skip_finished = serializers.BooleanField(
+        default=False,
+        help_text="Leave out queries that released batches on the dataset already finished.",
+    )
 
     def validate_config(self, value: Any) -> dict[str, Any]:
         return checked_config(value).to_json()
+
+    def validate_queries(self, value: Any) -> tuple[list[int], list[int]]:
+        try:
+            return queries_file_parse(value)
+        except ServiceError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class CostSerializer(serializers.Serializer):
@@ -242,11 +258,19 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         serializer = BatchCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        image_ids, caption_ids = data.get("queries", (None, None))
         try:
-            batch = batch_create(
-                dataset=data["dataset"], name=data["name"], raw_config=data["config"]
+            batch = batch_create_with_queries(
+                dataset=data["dataset"],
+                name=data["name"],
+                raw_config=data["config"],
+                image_ids=image_ids,
+                caption_ids=caption_ids,
+                skip_finished=data["skip_finished"],
             )
         except ServiceError as exc:
+            if exc.field == "queries":
+                raise serializers.ValidationError({"queries": [str(exc)]}) from None
             # Unknown annotators, or more queries than the dataset has: still the config's fault.
             raise serializers.ValidationError(
                 {"config": config_errors(str(exc), exc.field)}

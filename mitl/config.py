@@ -67,6 +67,9 @@ class BatchConfig:
     # Adaptive: the share of each round's pairs drawn at random from the unjudged pairs, to
     # estimate how many positives remain (mitl.curation.estimate).
     estimate_share: float = 0.1
+    # The queries of this positive set (its `queries`, e.g. ECCV Caption's) instead of a
+    # random sample; "" = sample (mitl.services.launch.batch_create_with_queries).
+    queries_from: str = ""
 
     @property
     def adaptive(self) -> bool:
@@ -144,6 +147,12 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
                 f"(got {values[name]!r})",
                 key=name,
             )
+    if "queries_from" in values and not isinstance(values["queries_from"], str):
+        raise ConfigError(
+            f"batch config: `queries_from` must be the name of a positive set (got "
+            f"{values['queries_from']!r})",
+            key="queries_from",
+        )
     if "estimate_share" in values:
         values["estimate_share"] = _parse_share("estimate_share", values["estimate_share"])
     config = BatchConfig(**values)

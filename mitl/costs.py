@@ -72,6 +72,28 @@ def mturk_cost(
     )
 
 
+def judgements_for_dollars(
+    dollars: Decimal,
+    *,
+    assignments_per_hit: int,
+    items_per_hit: int,
+    reward_per_assignment: Decimal,
+) -> int:
+    """The judgement budget a dollar amount pays for on MTurk, commission included.
+
+    Whole assignments only: dollars ÷ (reward + its commission) assignments, each worth
+    `items_per_hit` judgements (the adaptive strategy's `budget_judgements`).
+    """
+    one = mturk_cost(
+        hits=1,
+        assignments_per_hit=assignments_per_hit,
+        items_per_hit=items_per_hit,
+        reward_per_assignment=reward_per_assignment,
+    )
+    per_assignment = one.total / assignments_per_hit
+    return int(Decimal(dollars) // per_assignment) * items_per_hit
+
+
 def hits_for(candidates: int, hit_size: int) -> int:
     """Return how many HITs `candidates` pairs fill at `hit_size` pairs to judge per HIT."""
     return math.ceil(candidates / hit_size) if candidates > 0 else 0

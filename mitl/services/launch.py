@@ -1,7 +1,10 @@
-"""Launch a batch from the dashboard's wizard: create it (with chosen queries), start it.
+"""Create a batch with chosen queries (wizard, command line, API) and start it.
 
 Retrieval samples the queries only when a batch has none (`queries_sample`), so a batch
 created here with an explicit list of image and caption ids keeps exactly those queries.
+The lists come from the caller (`--queries FILE`, the API's `queries`), from a positive
+set (`queries_from`), or from a sample that leaves out the queries earlier batches on the
+dataset already finished (`skip_finished`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,18 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from annotation.errors import ServiceError
-from annotation.models import Batch, Caption, Dataset, Direction, Image, Query
+from annotation.models import (
+    Batch,
+    BatchState,
+    Caption,
+    Dataset,
+    Direction,
+    Image,
+    PositiveSet,
+    Query,
+)
+from mitl.config import parse_batch_config
+from mitl.sampling import CAPTION_STREAM, IMAGE_STREAM, sample_ids
 
 from .autopilot import autopilot_request
 from .pipeline import batch_create, batch_start
@@ -30,13 +44,29 @@ def batch_create_with_queries(
     image_ids: Sequence[int] | None = None,
     caption_ids: Sequence[int] | None = None,
     mturk: Mapping[str, Any] | None = None,
+    skip_finished: bool = False,
 ) -> Batch:
     """Create a draft batch; with id lists, its queries are those images and captions.
 
     `image_ids` and `caption_ids` are the dataset's own ids (as in its files); given either,
-    the query counts of the configuration become the lengths of the lists. `mturk` is
-    stored on the batch (e.g. the wizard's reward and cost estimate).
+    the query counts of the configuration become the lengths of the lists. Without them,
+    the config's `queries_from` names a positive set whose queries to use. `skip_finished`
+    leaves out the queries of the dataset's released batches (from the lists, or from the
+    seeded sample drawn here instead of at retrieval). `mturk` is stored on the batch (e.g.
+    the wizard's reward and cost estimate).
     """
+    config = parse_batch_config(raw_config)
+    if image_ids is None and caption_ids is None and config.queries_from:
+        image_ids, caption_ids = _set_queries(dataset, config.queries_from)
+    if skip_finished:
+        image_ids, caption_ids = _unfinished_queries(
+            dataset,
+            image_ids,
+            caption_ids,
+            n_images=config.n_image_queries,
+            n_captions=config.n_caption_queries,
+            seed=config.seed,
+        )
     explicit = image_ids is not None or caption_ids is not None
     raw = dict(raw_config)
     images: list[Image] = []
@@ -47,7 +77,8 @@ def batch_create_with_queries(
         invalid = [c.ext_id for c in captions if c.is_invalid]
         if invalid:
             raise ServiceError(
-                f"caption {invalid[0]} of {dataset.name!r} is marked invalid; it cannot be a query"
+                f"caption {invalid[0]} of {dataset.name!r} is marked invalid; it cannot be a query",
+                field="queries",
             )
         raw["n_image_queries"] = len(images)
         raw["n_caption_queries"] = len(captions)
@@ -83,6 +114,93 @@ def batch_launch(*, batch: Batch, simulated_crowd: bool = False) -> Batch:
     return batch
 
 
+def queries_file_parse(data: Any) -> tuple[list[int], list[int]]:
+    """Check a queries file's JSON, `{"images": [ids], "captions": [ids]}`; return both lists."""
+    if not isinstance(data, Mapping) or not set(data) <= {"images", "captions"} or not data:
+        raise ServiceError(
+            'queries must be a JSON object {"images": [ids], "captions": [ids]} (either key '
+            "may be left out)",
+            field="queries",
+        )
+    lists = []
+    for key in ("images", "captions"):
+        values = data.get(key, [])
+        if not isinstance(values, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in values
+        ):
+            raise ServiceError(f"queries: `{key}` must be a list of integer ids", field="queries")
+        lists.append(list(values))
+    if not lists[0] and not lists[1]:
+        raise ServiceError("queries: name at least one image or caption", field="queries")
+    return lists[0], lists[1]
+
+
+def _set_queries(dataset: Dataset, set_name: str) -> tuple[list[int], list[int]]:
+    """The image and caption queries a positive set declares (its ECCV-format keys)."""
+    positive_set = PositiveSet.objects.filter(dataset=dataset, name=set_name).first()
+    if positive_set is None:
+        names = ", ".join(
+            PositiveSet.objects.filter(dataset=dataset).values_list("name", flat=True)
+        )
+        raise ServiceError(
+            f"`queries_from`: dataset {dataset.name!r} has no positive set {set_name!r} "
+            f"(it has: {names or 'none'})",
+            field="queries_from",
+        )
+    declared = positive_set.queries or {}
+    if not declared.get("i2t") and not declared.get("t2i"):
+        raise ServiceError(
+            f"`queries_from`: positive set {set_name!r} covers the whole dataset and declares "
+            "no queries; name an imported set such as eccv",
+            field="queries_from",
+        )
+    return [int(i) for i in declared.get("i2t", [])], [int(c) for c in declared.get("t2i", [])]
+
+
+def _unfinished_queries(
+    dataset: Dataset,
+    image_ids: Sequence[int] | None,
+    caption_ids: Sequence[int] | None,
+    *,
+    n_images: int,
+    n_captions: int,
+    seed: int,
+) -> tuple[list[int], list[int]]:
+    """Leave out the queries of released batches; without lists, sample from the rest."""
+    finished = Query.objects.filter(
+        batch__dataset=dataset, batch__state=BatchState.RELEASED
+    ).values_list("image__ext_id", "caption__ext_id")
+    done_images = {image for image, _ in finished if image is not None}
+    done_captions = {caption for _, caption in finished if caption is not None}
+    if image_ids is not None or caption_ids is not None:
+        return (
+            [i for i in image_ids or [] if i not in done_images],
+            [c for c in caption_ids or [] if c not in done_captions],
+        )
+    images = [
+        i
+        for i in Image.objects.filter(dataset=dataset).values_list("ext_id", flat=True)
+        if i not in done_images
+    ]
+    captions = [
+        c
+        for c in Caption.objects.filter(dataset=dataset, is_invalid=False).values_list(
+            "ext_id", flat=True
+        )
+        if c not in done_captions
+    ]
+    for what, wanted, left in (("image", n_images, images), ("caption", n_captions, captions)):
+        if wanted > len(left):
+            raise ServiceError(
+                f"only {len(left)} {what} queries of {dataset.name!r} are not finished by an "
+                f"earlier batch; ask for at most that many"
+            )
+    return (
+        sample_ids(sorted(images), n_images, seed=seed, stream=IMAGE_STREAM).tolist(),
+        sample_ids(sorted(captions), n_captions, seed=seed, stream=CAPTION_STREAM).tolist(),
+    )
+
+
 def _resolve(rows: QuerySet, ext_ids: Sequence[int], what: str) -> list:
     """Return the rows with these ext ids (each once, in the order given); refuse unknown ids."""
     wanted = list(dict.fromkeys(int(i) for i in ext_ids))
@@ -91,5 +209,5 @@ def _resolve(rows: QuerySet, ext_ids: Sequence[int], what: str) -> list:
     if unknown:
         listed = ", ".join(str(i) for i in unknown[:MAX_LISTED_IDS])
         more = f" and {len(unknown) - MAX_LISTED_IDS} more" if len(unknown) > MAX_LISTED_IDS else ""
-        raise ServiceError(f"the dataset has no {what} with id {listed}{more}")
+        raise ServiceError(f"the dataset has no {what} with id {listed}{more}", field="queries")
     return [found[i] for i in wanted]

@@ -53,3 +53,28 @@ def test_a_reward_below_a_cent_is_refused(reward):
 def test_hits_and_candidates_bounds():
     assert [hits_for(n, 16) for n in (0, 1, 16, 17)] == [0, 1, 1, 2]
     assert candidates_at_most(queries=2594, k=5, annotators=5) == 64_850
+
+
+def test_a_dollar_budget_buys_whole_assignments_of_judgements():
+    from mitl.costs import judgements_for_dollars
+
+    # $0.50 + 20% commission ($0.10) = $0.60 an assignment; $100 buys 166 of 18 pairs each.
+    assert (
+        judgements_for_dollars(
+            Decimal("100"),
+            assignments_per_hit=3,
+            items_per_hit=18,
+            reward_per_assignment=Decimal("0.50"),
+        )
+        == 166 * 18
+    )
+    # 10 or more assignments per HIT: 40% commission, $0.70 each; $7 buys exactly 10.
+    assert (
+        judgements_for_dollars(
+            Decimal("7"),
+            assignments_per_hit=10,
+            items_per_hit=18,
+            reward_per_assignment=Decimal("0.50"),
+        )
+        == 10 * 18
+    )

@@ -1,0 +1,41 @@
+"""The API's batch creation with chosen queries: the dataset's own ids, errors by field."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.models import Batch, Caption, Image
+
+pytestmark = pytest.mark.django_db
+
+
+def query_ids(batch: Batch) -> tuple[list[int], list[int]]:
+    queries = batch.queries.order_by("pk")
+    return (
+        [q.image.ext_id for q in queries if q.image_id],
+        [q.caption.ext_id for q in queries if q.caption_id],
+    )
+
+
+def ext_ids(dataset) -> tuple[list[int], list[int]]:
+    images = sorted(Image.objects.filter(dataset=dataset).values_list("ext_id", flat=True))
+    captions = sorted(Caption.objects.filter(dataset=dataset).values_list("ext_id", flat=True))
+    return images, captions
+
+
+def test_the_api_takes_queries_and_names_them_in_errors(staff, dataset, annotators, small_config):
+    images, captions = ext_ids(dataset)
+    body = {"dataset": "small", "name": "api", "config": small_config}
+    created = staff.post(
+        "/api/batches/",
+        {**body, "queries": {"images": images[:2], "captions": captions[:3]}},
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    assert query_ids(Batch.objects.get(pk=created.json()["id"])) == (images[:2], captions[:3])
+
+    unknown = staff.post("/api/batches/", {**body, "queries": {"images": [99999]}}, format="json")
+    assert unknown.status_code == 400
+    assert unknown.json()["errors"]["queries"] == ["the dataset has no image with id 99999"]
+    malformed = staff.post("/api/batches/", {**body, "queries": {"images": "1"}}, format="json")
+    assert malformed.status_code == 400 and "queries" in malformed.json()["errors"]

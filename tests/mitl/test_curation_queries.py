@@ -1,0 +1,137 @@
+"""Chosen queries: a file, a positive set's queries, and skipping what earlier batches finished."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotation.models import Batch, BatchState, Caption, Image, PositiveSet, PositiveSource
+from mitl.services.launch import batch_create_with_queries
+
+pytestmark = pytest.mark.django_db
+
+
+def query_ids(batch: Batch) -> tuple[list[int], list[int]]:
+    queries = batch.queries.order_by("pk")
+    images = [q.image.ext_id for q in queries if q.image_id]
+    captions = [q.caption.ext_id for q in queries if q.caption_id]
+    return images, captions
+
+
+def ext_ids(dataset) -> tuple[list[int], list[int]]:
+    images = sorted(Image.objects.filter(dataset=dataset).values_list("ext_id", flat=True))
+    captions = sorted(Caption.objects.filter(dataset=dataset).values_list("ext_id", flat=True))
+    return images, captions
+
+
+def test_the_command_takes_a_queries_file(dataset, annotators, small_config, tmp_path):
+    images, captions = ext_ids(dataset)
+    (tmp_path / "batch.json").write_text(json.dumps(small_config))
+    (tmp_path / "queries.json").write_text(
+        json.dumps({"images": images[:3], "captions": captions[5:7]})
+    )
+    out = StringIO()
+
+    call_command(
+        "batch_create",
+        "small",
+        "--config",
+        str(tmp_path / "batch.json"),
+        "--queries",
+        str(tmp_path / "queries.json"),
+        stdout=out,
+    )
+
+    batch = Batch.objects.get(pk=int(out.getvalue()))
+    assert query_ids(batch) == (images[:3], captions[5:7])
+    assert (batch.config["n_image_queries"], batch.config["n_caption_queries"]) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"images": [1, "x"]}', "`images` must be a list of integer ids"),
+        ('{"pictures": [1]}', 'queries must be a JSON object {"images"'),
+        ('{"images": [], "captions": []}', "name at least one image or caption"),
+        ('{"images": [99999]}', "the dataset has no image with id 99999"),
+        ("[1, 2", "queries.json:1: invalid JSON"),
+    ],
+)
+def test_a_bad_queries_file_is_refused_and_creates_nothing(
+    dataset, annotators, small_config, tmp_path, content, message
+):
+    (tmp_path / "batch.json").write_text(json.dumps(small_config))
+    (tmp_path / "queries.json").write_text(content)
+    with pytest.raises(CommandError, match=message.replace("[", r"\[").replace("{", r"\{")):
+        call_command(
+            "batch_create",
+            "small",
+            "--config",
+            str(tmp_path / "batch.json"),
+            "--queries",
+            str(tmp_path / "queries.json"),
+        )
+    assert not Batch.objects.exists()
+
+
+def test_queries_from_takes_a_positive_sets_declared_queries(dataset, annotators, small_config):
+    images, captions = ext_ids(dataset)
+    PositiveSet.objects.create(
+        dataset=dataset,
+        name="eccv",
+        source=PositiveSource.IMPORTED,
+        queries={"i2t": images[2:4], "t2i": captions[:1]},
+    )
+    batch = batch_create_with_queries(
+        dataset=dataset, name="eccv queries", raw_config={**small_config, "queries_from": "eccv"}
+    )
+    assert query_ids(batch) == (images[2:4], captions[:1])
+
+    from annotation.errors import ServiceError
+
+    with pytest.raises(ServiceError, match="has no positive set 'cxc'") as unknown:
+        batch_create_with_queries(
+            dataset=dataset, name="x", raw_config={**small_config, "queries_from": "cxc"}
+        )
+    assert unknown.value.field == "queries_from"
+    with pytest.raises(ServiceError, match="covers the whole dataset"):
+        batch_create_with_queries(
+            dataset=dataset, name="x", raw_config={**small_config, "queries_from": "original"}
+        )
+
+
+def test_skip_finished_leaves_out_the_queries_of_released_batches(
+    dataset, annotators, small_config
+):
+    images, captions = ext_ids(dataset)
+    first = batch_create_with_queries(
+        dataset=dataset,
+        name="first",
+        raw_config=small_config,
+        image_ids=images[:5],
+        caption_ids=captions[:5],
+    )
+    Batch.objects.filter(pk=first.pk).update(state=BatchState.RELEASED)
+
+    listed = batch_create_with_queries(
+        dataset=dataset,
+        name="listed",
+        raw_config=small_config,
+        image_ids=images[3:8],
+        caption_ids=captions[4:6],
+        skip_finished=True,
+    )
+    assert query_ids(listed) == (images[5:8], captions[5:6])
+    sampled = batch_create_with_queries(
+        dataset=dataset,
+        name="sampled",
+        raw_config={**small_config, "n_image_queries": len(images) - 5},
+        skip_finished=True,
+    )
+    sampled_images, sampled_captions = query_ids(sampled)
+    assert sorted(sampled_images) == images[5:]  # every image but the five finished
+    assert len(sampled_captions) == small_config["n_caption_queries"]
+    assert not set(sampled_captions) & set(captions[:5])
