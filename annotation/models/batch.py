@@ -182,7 +182,7 @@ class Candidate(models.Model):
         max_length=8,
         db_default="",
         blank=True,
-        help_text="Adaptive: the stratum (ranked, tail) of a pair drawn at random to estimate "
+        help_text="Adaptive: the stratum (top, ranked, tail) of a pair drawn at random to estimate "
         "the positives that remain (mitl.curation.estimate); empty for pairs a policy chose.",
     )
 
@@ -192,7 +192,7 @@ class Candidate(models.Model):
                 fields=["batch", "image", "caption"], name="candidate_unique_pair"
             ),
             models.CheckConstraint(
-                condition=models.Q(sample_stratum__in=["", "ranked", "tail"]),
+                condition=models.Q(sample_stratum__in=["", "top", "ranked", "tail"]),
                 name="candidate_sample_stratum_valid",
             ),
         ]

@@ -5,7 +5,8 @@ query every caption of the dataset, for a caption query every image. A pair is *
 when it is a known positive (the original pairs, imported sets) or judged positive.
 
 Each round, after the policy has chosen its pairs, a small random sample is drawn from the
-pairs still unjudged, U_r, in two strata per direction: `ranked` (within some annotator's
+pairs still unjudged, U_r, in three strata per direction: `top` (some annotator ranks it
+within its first TOP_RANK for the query), `ranked` (within some annotator's
 kept ranking of the query) and `tail` (every other pair of the query), allocated as
 Neyman's rule suggests (n_h ∝ N_h·√(p_h(1−p_h)), p_h from earlier rounds or a prior).
 Within a stratum every unjudged pair has the same chance n_h/N_h, so
@@ -35,8 +36,10 @@ from dataclasses import dataclass
 import numpy as np
 
 Pair = tuple[int, int]  # (image pk, caption pk)
-STRATA = ("ranked", "tail")
-PRIOR_RATES = {"ranked": 0.2, "tail": 0.02}  # before any sample: a guess, only for allocation
+STRATA = ("top", "ranked", "tail")
+TOP_RANK = 10  # best rank (over annotators) of the `top` stratum: positives crowd there
+# Before any sample: a guess, used only to split the first sample over the strata.
+PRIOR_RATES = {"top": 0.3, "ranked": 0.1, "tail": 0.02}
 Z_95 = 1.959964
 
 
@@ -48,7 +51,7 @@ class QueryUniverse:
     is_image_query: bool  # i2t: the query is an image, targets are captions
     item_id: int  # the query's image (i2t) or caption (t2i) pk
     n_targets: int
-    ranked: frozenset[Pair]  # pairs within some annotator's kept ranking
+    ranked: Mapping[Pair, int]  # pairs within some annotator's kept ranking → best rank
     taken: frozenset[Pair]  # judged, chosen, or known positive pairs of this query
 
 
@@ -56,14 +59,27 @@ def pair_of(universe: QueryUniverse, target: int) -> Pair:
     return (universe.item_id, target) if universe.is_image_query else (target, universe.item_id)
 
 
+def stratum_of(universe: QueryUniverse, pair: Pair) -> str:
+    """The stratum of an unjudged pair of this query."""
+    rank = universe.ranked.get(pair)
+    if rank is None:
+        return "tail"
+    return "top" if rank <= TOP_RANK else "ranked"
+
+
 def strata_sizes(universes: Iterable[QueryUniverse]) -> dict[str, int]:
     """How many unjudged pairs each stratum holds."""
-    ranked = tail = 0
+    sizes = dict.fromkeys(STRATA, 0)
     for universe in universes:
-        free_ranked = len(universe.ranked - universe.taken)
-        ranked += free_ranked
-        tail += universe.n_targets - len(universe.ranked | universe.taken)
-    return {"ranked": ranked, "tail": tail}
+        for pair in universe.ranked:
+            if pair not in universe.taken:
+                sizes[stratum_of(universe, pair)] += 1
+        sizes["tail"] += universe.n_targets - _ranked_or_taken(universe)
+    return sizes
+
+
+def _ranked_or_taken(universe: QueryUniverse) -> int:
+    return len(universe.ranked) + sum(1 for pair in universe.taken if pair not in universe.ranked)
 
 
 def query_strata_sizes(universe: QueryUniverse) -> dict[str, int]:
@@ -105,19 +121,23 @@ def sample_draw(
     """Draw the round's random sample: (query id, pair, stratum), uniform within a stratum.
 
     `targets` are the pks every query of these universes ranks (captions for image
-    queries, images for caption queries). The ranked stratum is listed and drawn without
+    queries, images for caption queries). The ranked strata are listed and drawn without
     replacement; the tail is drawn by picking a query in proportion to its tail size, then
     a target uniformly, refusing pairs that are ranked, taken or drawn already.
     """
     drawn: list[tuple[int, Pair, str]] = []
-    ranked_pairs = [(u.query_id, pair) for u in universes for pair in sorted(u.ranked - u.taken)]
-    want = min(allocation.get("ranked", 0), len(ranked_pairs))
-    for index in rng.choice(len(ranked_pairs), size=want, replace=False) if want else ():
-        query_id, pair = ranked_pairs[int(index)]
-        drawn.append((query_id, pair, "ranked"))
-    tail_sizes = np.array(
-        [u.n_targets - len(u.ranked | u.taken) for u in universes], dtype=np.float64
-    )
+    for stratum in ("top", "ranked"):
+        listed = [
+            (u.query_id, pair)
+            for u in universes
+            for pair in sorted(u.ranked)
+            if pair not in u.taken and stratum_of(u, pair) == stratum
+        ]
+        want = min(allocation.get(stratum, 0), len(listed))
+        for index in rng.choice(len(listed), size=want, replace=False) if want else ():
+            query_id, pair = listed[int(index)]
+            drawn.append((query_id, pair, stratum))
+    tail_sizes = np.array([u.n_targets - _ranked_or_taken(u) for u in universes], dtype=np.float64)
     want = min(allocation.get("tail", 0), int(tail_sizes.sum()))
     seen: set[Pair] = set()
     while want > 0 and tail_sizes.sum() > 0:

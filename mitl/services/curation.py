@@ -178,14 +178,18 @@ def _universes(inputs: CurationInputs, direction: str, taken: set[Pair]) -> list
     for query, ranked in zip(inputs.queries, inputs.rankings, strict=True):
         if query.direction != direction:
             continue
-        ranked_pairs = frozenset(p for pairs in ranked.lists.values() for p in pairs)
+        best_rank: dict[Pair, int] = {}
+        for pairs in ranked.lists.values():
+            for rank, pair in enumerate(pairs, start=1):
+                if rank < best_rank.get(pair, rank + 1):
+                    best_rank[pair] = rank
         universes.append(
             QueryUniverse(
                 query_id=query.pk,
                 is_image_query=image_side,
                 item_id=query.item_id,
                 n_targets=n_targets,
-                ranked=ranked_pairs,
+                ranked=best_rank,
                 taken=frozenset(by_item.get(query.item_id, ())),
             )
         )
@@ -376,7 +380,7 @@ def _round_samples(
                 continue
             strata = {
                 h: StratumSample(
-                    population=population[h],
+                    population=population.get(h, 0),
                     judged=len(judged[(entry["round"], name, h)]),
                     positives=sum(judged[(entry["round"], name, h)]),
                 )

@@ -10,6 +10,7 @@ import pytest
 
 from mitl.curation.budget import RoundBudget, repost_share, round_budget
 from mitl.curation.estimate import (
+    STRATA,
     QueryUniverse,
     RoundSample,
     StratumSample,
@@ -76,7 +77,7 @@ def universes_of(truth: np.ndarray, ranked_depth: int, taken: set[tuple[int, int
             is_image_query=True,
             item_id=q,
             n_targets=n_targets,
-            ranked=frozenset((q, t) for t in range(ranked_depth)),
+            ranked={(q, t): t + 1 for t in range(ranked_depth)},
             taken=frozenset(p for p in taken if p[0] == q),
         )
         for q in range(n_queries)
@@ -86,33 +87,37 @@ def universes_of(truth: np.ndarray, ranked_depth: int, taken: set[tuple[int, int
 def test_sample_draw_respects_strata_and_never_draws_a_taken_pair() -> None:
     truth = np.zeros((3, 40), dtype=bool)
     taken = {(0, 0), (0, 1), (1, 30), (2, 39)}
-    universes = universes_of(truth, ranked_depth=10, taken=taken)
+    universes = universes_of(truth, ranked_depth=14, taken=taken)
     sizes = strata_sizes(universes)
-    assert sizes == {"ranked": 30 - 2, "tail": 90 - 2}
+    # Ranks 1-10 are `top`, 11-14 `ranked`, the rest `tail`; taken pairs are in none.
+    assert sizes == {"top": 30 - 2, "ranked": 12, "tail": 3 * 26 - 2}
     drawn = sample_draw(
-        universes, np.arange(40), {"ranked": 28, "tail": 20}, np.random.default_rng(0)
+        universes, np.arange(40), {"top": 28, "ranked": 5, "tail": 20}, np.random.default_rng(0)
     )
+    top = [pair for _, pair, stratum in drawn if stratum == "top"]
     ranked = [pair for _, pair, stratum in drawn if stratum == "ranked"]
     tail = [pair for _, pair, stratum in drawn if stratum == "tail"]
-    assert len(ranked) == 28 and len(tail) == 20  # the whole ranked stratum, 20 of the tail
-    assert not (set(ranked) | set(tail)) & taken
-    assert all(pair[1] < 10 for pair in ranked) and all(pair[1] >= 10 for pair in tail)
+    assert (len(top), len(ranked), len(tail)) == (28, 5, 20)  # the whole top stratum
+    assert not (set(top) | set(ranked) | set(tail)) & taken
+    assert all(pair[1] < 10 for pair in top)
+    assert all(10 <= pair[1] < 14 for pair in ranked) and all(pair[1] >= 14 for pair in tail)
     assert len(set(tail)) == 20
 
 
 def test_allocation_follows_neyman_with_a_floor() -> None:
-    allocation = sample_allocation(
-        {"ranked": 100, "tail": 10_000}, 60, {"ranked": 0.5, "tail": 0.01}
-    )
+    rates = {"top": 0.5, "ranked": 0.5, "tail": 0.01}
+    allocation = sample_allocation({"top": 0, "ranked": 100, "tail": 10_000}, 60, rates)
     weights = (100 * math.sqrt(0.5 * 0.5), 10_000 * math.sqrt(0.01 * 0.99))
     assert allocation["tail"] == round(60 * weights[1] / sum(weights))
     assert allocation["ranked"] == round(60 * weights[0] / sum(weights)) == 3
-    floor = sample_allocation({"ranked": 10, "tail": 10_000}, 60, {"ranked": 0.01, "tail": 0.5})
+    assert allocation["top"] == 0  # an empty stratum is not sampled
+    rare = {"top": 0.5, "ranked": 0.01, "tail": 0.5}
+    floor = sample_allocation({"top": 0, "ranked": 10, "tail": 10_000}, 60, rare)
     assert floor["ranked"] == 2  # the floor: every stratum is sampled
-    assert sample_allocation({"ranked": 0, "tail": 0}, 10, {"ranked": 0.5, "tail": 0.1}) == {
-        "ranked": 0,
-        "tail": 0,
-    }
+    tight = sample_allocation({"top": 50, "ranked": 50, "tail": 50}, 4, rates)
+    assert sum(tight.values()) == 4  # never more than asked, even with the floor
+    empty = sample_allocation(dict.fromkeys(rates, 0), 10, rates)
+    assert empty == dict.fromkeys(rates, 0)
 
 
 def test_estimate_is_unbiased_and_covers_the_brute_force_truth() -> None:
@@ -127,14 +132,14 @@ def test_estimate_is_unbiased_and_covers_the_brute_force_truth() -> None:
     true_unfound = int(truth.sum()) - found
     universes = universes_of(truth, depth, judged)
     sizes = strata_sizes(universes)
-    allocation = {"ranked": 12, "tail": 30}
+    allocation = {"top": 10, "ranked": 4, "tail": 30}
     estimates, covered = [], 0
     for trial in range(600):
         drawn = sample_draw(
             universes, np.arange(n_targets), allocation, np.random.default_rng(trial)
         )
         strata = {}
-        for stratum in ("ranked", "tail"):
+        for stratum in STRATA:
             outcomes = [bool(truth[pair]) for _, pair, s in drawn if s == stratum]
             strata[stratum] = StratumSample(sizes[stratum], len(outcomes), sum(outcomes))
         sample_positives = sum(s.positives for s in strata.values())
