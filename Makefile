@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo test serve worker bench bench-scale soak lint clean chromium
+.PHONY: install migrate demo test serve worker bench bench-scale bench-curation soak lint clean chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench: install
 # The whole pipeline at ECCV Caption's size and at 10x (about half an hour on 2 cores).
 bench-scale: install
 	$(PY) benchmarks/bench_scale.py
+
+# Adaptive against fixed curation at equal judgements on synthetic data (about 3 minutes).
+bench-curation: install
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_curation.py
 
 # Kills, restarts and load on a private stack (PostgreSQL and Redis binaries needed);
 # prints one JSON summary (docs/soak.md). Not part of `make test`: tests/test_soak.py

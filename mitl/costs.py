@@ -110,14 +110,23 @@ def candidates_at_most(*, queries: int, k: int, annotators: int) -> int:
 def estimate_before_retrieval(
     *, config: BatchConfig, reward_per_assignment: Decimal
 ) -> tuple[int, CostEstimate]:
-    """Return the candidates at most and the cost of the HITs they would fill at most."""
-    candidates = candidates_at_most(
-        queries=config.n_image_queries + config.n_caption_queries,
-        k=config.k,
-        annotators=len(config.annotators),
-    )
+    """Return the candidates at most and the cost of the HITs they would fill at most.
+
+    An adaptive batch spends at most its budget: the HITs whose judgements fit in it.
+    """
+    if config.adaptive:
+        per_hit = config.items_per_hit * config.assignments_per_hit
+        hits = config.budget_judgements // per_hit
+        candidates = hits * config.hit_size
+    else:
+        candidates = candidates_at_most(
+            queries=config.n_image_queries + config.n_caption_queries,
+            k=config.k,
+            annotators=len(config.annotators),
+        )
+        hits = hits_for(candidates, config.hit_size)
     cost = mturk_cost(
-        hits=hits_for(candidates, config.hit_size),
+        hits=hits,
         assignments_per_hit=config.assignments_per_hit,
         items_per_hit=config.items_per_hit,
         reward_per_assignment=reward_per_assignment,

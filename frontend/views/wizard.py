@@ -21,7 +21,13 @@ from django.views.decorators.http import require_http_methods
 from annotation.errors import ServiceError
 from annotation.models import Batch, Dataset, MachineAnnotator
 from mitl.aggregation import RULES as AGGREGATION_RULES
-from mitl.config import GOLDEN_POLICIES, BatchConfig, ConfigError, parse_batch_config
+from mitl.config import (
+    ADJUDICATIONS,
+    GOLDEN_POLICIES,
+    BatchConfig,
+    ConfigError,
+    parse_batch_config,
+)
 from mitl.costs import (
     COMMISSION,
     COMMISSION_LARGE,
@@ -103,6 +109,31 @@ class BatchWizardForm(forms.Form):
         label="Reward per assignment ($)",
         widget=forms.NumberInput(attrs={"min": "0.01", "step": "0.01"}),
     )
+    strategy = forms.ChoiceField(
+        choices=[
+            ("fixed", "Fixed: every annotator's top k, judged once"),
+            ("adaptive", "Adaptive: rounds until the budget is spent"),
+        ],
+        initial=DEFAULTS.strategy,
+        required=False,  # left out: fixed
+        widget=forms.RadioSelect,
+        help_text="Adaptive rounds judge where positives keep being found and estimate how "
+        "many remain (docs/curation.md).",
+    )
+    adjudication = forms.ChoiceField(
+        choices=[(name, name) for name in ADJUDICATIONS],
+        initial="learned",
+        required=False,
+        help_text="How a round chooses its pairs: bandit (annotators as arms), depth (per query, "
+        "on the fused ranking), learned (a model of the judgements so far).",
+    )
+    budget_judgements = forms.IntegerField(
+        initial=0,
+        required=False,
+        label="Budget (judgements)",
+        help_text="Every answer to one pair, golden pairs and re-posted work included.",
+        widget=forms.NumberInput(attrs={"min": 0, "step": 1}),
+    )
     golden_negative_depth = _number(
         DEFAULTS.golden_negative_depth,
         low=1,
@@ -150,6 +181,12 @@ class BatchWizardForm(forms.Form):
         )
         raw = {key: data[key] for key in keys}
         raw["annotators"] = [annotator.name for annotator in data["annotators"]]
+        if data.get("strategy") == "adaptive":
+            raw.update(
+                strategy="adaptive",
+                adjudication=data.get("adjudication") or "learned",
+                budget_judgements=data.get("budget_judgements") or 0,
+            )
         if data["query_mode"] == "list":
             raw["n_image_queries"] = len(data["image_ids"])
             raw["n_caption_queries"] = len(data["caption_ids"])

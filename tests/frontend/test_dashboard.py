@@ -343,6 +343,39 @@ def test_an_explicit_query_list_becomes_the_batch_queries(staff, dataset, annota
 
 
 @ON_COMMIT
+def test_an_adaptive_batch_from_the_wizard_spends_its_budget_in_rounds(staff, dataset, annotators):
+    response = staff.post(
+        reverse("frontend:batch-new"),
+        wizard_post(
+            dataset=dataset.pk,
+            strategy="adaptive",
+            adjudication="bandit",
+            budget_judgements="200",
+            simulated_crowd="on",
+        ),
+    )
+
+    batch = Batch.objects.get()
+    assert response.status_code == 302
+    assert batch.config["strategy"] == "adaptive" and batch.config["budget_judgements"] == 200
+    # At most the HITs the budget pays for: 200 // (10 pairs x 2 workers) = 10.
+    assert batch.mturk["estimate"]["hits"] == 10
+    assert batch.state == BatchState.RELEASED and batch.round >= 1
+    page = staff.get(reverse("frontend:batch", args=[batch.pk])).content.decode()
+    assert "Strategy <strong>adaptive</strong> (bandit adjudication)" in page
+    assert 'id="rounds"' in page and "of 200 judgements spent" in page
+
+
+def test_an_adaptive_batch_needs_a_budget_on_the_wizard(staff, dataset, annotators):
+    response = staff.post(
+        reverse("frontend:batch-new"), wizard_post(dataset=dataset.pk, strategy="adaptive")
+    )
+    assert response.status_code == 400
+    assert "needs `budget_judgements`" in str(response.context["form"].errors)
+    assert not Batch.objects.exists()
+
+
+@ON_COMMIT
 def test_the_simulated_crowd_takes_the_batch_to_a_release(staff, dataset, annotators):
     staff.post(reverse("frontend:batch-new"), wizard_post(dataset=dataset.pk, simulated_crowd="on"))
 

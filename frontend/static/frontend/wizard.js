@@ -40,6 +40,10 @@ function queryMode() {
   return form.elements.query_mode.value || "sample";
 }
 
+function strategy() {
+  return form.elements.strategy.value || "fixed";
+}
+
 // --- the estimate (mitl/costs.py) ---------------------------------------------------------
 
 function estimate() {
@@ -58,8 +62,17 @@ function estimate() {
   if (perHit < 1n) throw new Problem("Assignments per HIT: at least 1.");
   const reward = rewardCents();
 
-  const candidates = queries * k * annotators; // before de-duplication: an upper bound
-  const hits = (candidates + hitSize - 1n) / hitSize; // ceil; 0 candidates → 0 HITs
+  let candidates;
+  let hits;
+  if (strategy() === "adaptive") {
+    // Adaptive rounds spend at most the budget: the whole HITs whose judgements fit in it.
+    const budget = wholeNumber("budget_judgements", "Budget (judgements)");
+    hits = budget / ((hitSize + goldens) * perHit);
+    candidates = hits * hitSize;
+  } else {
+    candidates = queries * k * annotators; // before de-duplication: an upper bound
+    hits = (candidates + hitSize - 1n) / hitSize; // ceil; 0 candidates → 0 HITs
+  }
   const assignments = hits * perHit;
   const rate = perHit >= LARGE_HIT_ASSIGNMENTS ? COMMISSION_LARGE : COMMISSION;
   const rounded = (reward * rate + 50n) / 100n; // half up to the cent, as MTurk bills it
@@ -90,6 +103,9 @@ function show(id, text) {
 function refresh() {
   for (const block of form.querySelectorAll("[data-query-mode]")) {
     block.hidden = block.dataset.queryMode !== queryMode();
+  }
+  for (const block of form.querySelectorAll("[data-strategy]")) {
+    block.hidden = block.dataset.strategy !== strategy();
   }
   const problem = document.getElementById("est-problem");
   let figures;
