@@ -76,16 +76,23 @@ def bias_by_size_svg(by_direction: Mapping[str, Sequence[Mapping[str, Any]]]) ->
 
 
 def _svg(figure: Any) -> str:
-    """Return the figure as an inline `<svg>` element (no XML prolog, no date, fixed ids)."""
+    return figure_svg(figure, scope="bias-report")
+
+
+def figure_svg(figure: Any, *, scope: str) -> str:
+    """Return the figure as an inline `<svg>` element (no XML prolog, no date, fixed ids).
+
+    `scope` is the class of the element that holds the chart on its page.
+    """
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(figure)
     buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": "mitl-bias-report", "svg.fonttype": "none"}):
+    with matplotlib.rc_context({"svg.hashsalt": f"mitl-{scope}", "svg.fonttype": "none"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     # matplotlib's default-stroke rule uses a bare `*` selector, which inline would reach
-    # every element of the embedding page: keep it to the report's own charts.
-    text = text.replace("*{stroke-linejoin", ".bias-report svg *{stroke-linejoin")
+    # every element of the embedding page: keep it to the page's own charts.
+    text = text.replace("*{stroke-linejoin", f".{scope} svg *{{stroke-linejoin")
     return text[text.index("<svg") :]

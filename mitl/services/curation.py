@@ -167,7 +167,7 @@ def next_round_budget(*, batch: Batch, config: BatchConfig) -> RoundBudget:
     )
 
 
-def _universes(inputs: CurationInputs, direction: str, taken: set[Pair]) -> list[QueryUniverse]:
+def universes_of(inputs: CurationInputs, direction: str, taken: set[Pair]) -> list[QueryUniverse]:
     """Each query's pairs of one direction, with what is ranked and what is taken."""
     by_item: dict[int, set[Pair]] = defaultdict(set)
     image_side = direction == Direction.I2T
@@ -232,7 +232,7 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
     for direction in (Direction.I2T, Direction.T2I):
         if not n_queries[direction]:
             continue
-        universes = _universes(inputs, direction, taken)
+        universes = universes_of(inputs, direction, taken)
         sizes = strata_sizes(universes)
         share = sample_total * n_queries[direction] // max(len(inputs.queries), 1)
         allocation = sample_allocation(sizes, share, rates)
@@ -458,7 +458,7 @@ def _queries_most_remaining(
     for pair in found_pairs:
         found_by_item[pair[side]] += 1
     rows = []
-    for universe in _universes(inputs, direction, taken):
+    for universe in universes_of(inputs, direction, taken):
         sizes = strata_sizes([universe])
         expected = sum(sizes[h] * rates[h] for h in STRATA)
         rows.append(

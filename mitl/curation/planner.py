@@ -1,0 +1,153 @@
+"""The planner: what N judgements buy under each strategy, before anyone is paid.
+
+From a batch's rankings (retrieval is free: machines only) and the annotators' yields per
+direction and rank band (`band_yields` over earlier batches' verdicts on the dataset, or
+the generic prior falling with rank when there are none), every ranked pair gets a chance
+of being a positive: the best of its annotators' yields at their ranks. Then, for each
+budget:
+
+- `fixed` judges every annotator's top k once; a budget below its cost buys that share of
+  it (a fixed batch cut short), a larger one buys nothing more.
+- `adaptive` spends `estimate_share` on its random sample and the rest on the pairs most
+  likely positive, as if its policy ranked them as well as the yields do.
+
+Recall needs the positives nobody ranks: with a tail rate measured by earlier adaptive
+batches' samples it is Σ chances + tail pairs × tail rate; without one it is left out.
+A model, not a promise: the prediction is as good as the yields it starts from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .policies import Pair, QueryRankings, rank_band
+
+
+@dataclass(frozen=True)
+class PlanCosts:
+    """What one pair costs: HIT packing, workers per HIT and the re-post reserve."""
+
+    hit_size: int
+    items_per_hit: int
+    assignments_per_hit: int
+    reposts: float
+
+    def pairs_for(self, judgements: int) -> int:
+        per_hit = self.items_per_hit * self.assignments_per_hit * (1 + self.reposts)
+        return math.floor(judgements / per_hit + 1e-9) * self.hit_size
+
+    def judgements_for(self, pairs: int) -> int:
+        hits = math.ceil(pairs / self.hit_size)
+        return math.ceil(hits * self.items_per_hit * self.assignments_per_hit * (1 + self.reposts))
+
+
+@dataclass(frozen=True)
+class PlanPoint:
+    strategy: str
+    budget: int
+    judgements: int  # what the strategy spends of the budget
+    pairs: int
+    positives: float  # predicted positives found
+    recall: float | None  # predicted recall of the queries' positives, when it can be told
+
+
+def pair_chances(
+    rankings: Sequence[QueryRankings],
+    yields: Mapping[tuple[str, int], Sequence[float]],
+    excluded: set[Pair],
+) -> dict[Pair, float]:
+    """Each ranked pair's chance of being positive: its best annotator yield at its rank."""
+    chances: dict[Pair, float] = {}
+    for query in rankings:
+        for annotator, pairs in query.lists.items():
+            curve = yields[(query.group, annotator)]
+            for rank, pair in enumerate(pairs, start=1):
+                if pair in excluded:
+                    continue
+                chance = curve[rank_band(rank)]
+                if chance > chances.get(pair, -1.0):
+                    chances[pair] = chance
+    return chances
+
+
+def fixed_pairs(rankings: Sequence[QueryRankings], k: int, excluded: set[Pair]) -> set[Pair]:
+    """The union of every annotator's top k over the queries (what `fixed` judges)."""
+    return {
+        pair
+        for query in rankings
+        for pairs in query.lists.values()
+        for pair in pairs[:k]
+        if pair not in excluded
+    }
+
+
+def plan_points(
+    *,
+    chances: Mapping[Pair, float],
+    fixed: set[Pair],
+    budgets: Sequence[int],
+    fixed_costs: PlanCosts,
+    adaptive_costs: PlanCosts,
+    estimate_share: float,
+    tail_pairs: int,
+    tail_rate: float | None,
+) -> list[PlanPoint]:
+    """Predicted positives (and recall, when the tail rate is known) per strategy and budget."""
+    ordered = sorted(chances.values(), reverse=True)
+    cumulative = [0.0]
+    for chance in ordered:
+        cumulative.append(cumulative[-1] + chance)
+    total = None if tail_rate is None else cumulative[-1] + tail_pairs * tail_rate
+    fixed_positives = sum(chances.get(pair, 0.0) for pair in fixed)
+    fixed_cost = fixed_costs.judgements_for(len(fixed))
+    points = []
+    for budget in budgets:
+        share = min(1.0, budget / fixed_cost) if fixed_cost else 0.0
+        found = fixed_positives * share
+        points.append(
+            PlanPoint(
+                "fixed",
+                budget,
+                min(budget, fixed_cost),
+                round(len(fixed) * share),
+                found,
+                None if not total else found / total,
+            )
+        )
+        pairs = adaptive_costs.pairs_for(budget)
+        policy = min(round(pairs * (1 - estimate_share)), len(ordered))
+        sampled = pairs - policy
+        sample_rate = tail_rate if tail_rate is not None else 0.0
+        found = cumulative[policy] + sampled * sample_rate
+        points.append(
+            PlanPoint(
+                "adaptive",
+                budget,
+                min(budget, adaptive_costs.judgements_for(pairs)),
+                pairs,
+                found,
+                None if not total else min(found / total, 1.0),
+            )
+        )
+    return points
+
+
+def plan_chart_svg(points: Sequence[PlanPoint]) -> str:
+    """Predicted positives against budget, one line per strategy (inline SVG)."""
+    from matplotlib.figure import Figure
+
+    from mitl.bias_charts import figure_svg
+
+    figure = Figure(figsize=(6.5, 3.4))
+    axes = figure.add_subplot()
+    for strategy, style in (("fixed", "o--"), ("adaptive", "s-")):
+        mine = [p for p in points if p.strategy == strategy]
+        axes.plot([p.budget for p in mine], [p.positives for p in mine], style, label=strategy)
+    axes.set_xlabel("budget (judgements)")
+    axes.set_ylabel("predicted positives found")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="upper left")
+    figure.tight_layout()
+    return figure_svg(figure, scope="plan-chart")

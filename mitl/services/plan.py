@@ -1,0 +1,146 @@
+"""The planner's ORM edge: a batch's rankings, earlier batches' yields, the plan and its chart.
+
+Needs the batch's rankings (retrieval done; nothing paid yet). Yields come from every
+earlier batch on the dataset that has verdicts: their own rankings and verdicts, per
+direction, annotator and rank band (`mitl.curation.policies.band_yields`); an annotator
+no earlier batch used starts from the generic prior. See `mitl.curation.planner`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db.models import Count, Q
+
+from annotation.errors import ServiceError
+from annotation.models import Assignment, AssignmentStatus, Batch, Candidate, Ranking
+from mitl.config import BatchConfig, batch_config
+from mitl.curation.budget import PRIOR_REPOST_SHARE, repost_share
+from mitl.curation.estimate import strata_sizes
+from mitl.curation.planner import (
+    PlanCosts,
+    PlanPoint,
+    fixed_pairs,
+    pair_chances,
+    plan_chart_svg,
+    plan_points,
+)
+from mitl.curation.policies import RANK_BANDS, band_yields, prior_yield
+
+from .curation import CurationInputs, curation_inputs, universes_of
+
+BUDGET_SHARES = (0.25, 0.5, 1.0, 1.5, 2.0)  # default budgets: shares of fixed's cost
+YIELD_STRENGTH = 5.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    points: list[PlanPoint]
+    fixed_judgements: int  # what fixed spends to judge every annotator's top k
+    history: list[int]  # earlier batches whose verdicts gave the yields
+    tail_rate: float | None
+
+    def chart_svg(self) -> str:
+        return plan_chart_svg(self.points)
+
+    def to_json(self) -> dict:
+        return {
+            "fixed_judgements": self.fixed_judgements,
+            "history_batches": self.history,
+            "tail_rate": self.tail_rate,
+            "points": [
+                {
+                    "strategy": p.strategy,
+                    "budget": p.budget,
+                    "judgements": p.judgements,
+                    "pairs": p.pairs,
+                    "positives": round(p.positives, 1),
+                    "recall": None if p.recall is None else round(p.recall, 4),
+                }
+                for p in self.points
+            ],
+        }
+
+
+def batch_plan(*, batch: Batch, config: BatchConfig, budgets: Sequence[int] = ()) -> Plan:
+    """Predict what each budget buys under each strategy for this batch's queries."""
+    if not Ranking.objects.filter(query__batch=batch).exists():
+        raise ServiceError(
+            f"batch {batch.pk} has no rankings yet: plan it once retrieval has run "
+            f"(python manage.py batch_run {batch.pk} --until pooling)"
+        )
+    inputs = curation_inputs(batch=batch, config=config)
+    history = list(
+        Batch.objects.filter(dataset_id=batch.dataset_id, candidates__verdict__isnull=False)
+        .exclude(pk=batch.pk)
+        .distinct()
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    yields = _history_yields(history)
+    for query in inputs.rankings:  # an annotator nobody judged before: the generic prior
+        for annotator in query.lists:
+            yields.setdefault(
+                (query.group, annotator), [prior_yield(b) for b in range(len(RANK_BANDS))]
+            )
+    excluded = set(inputs.outcomes) | inputs.pending | inputs.known
+    chances = pair_chances(inputs.rankings, yields, excluded)
+    fixed = fixed_pairs(inputs.rankings, config.k, excluded)
+    reposts = _history_reposts(history)
+    costs = PlanCosts(config.hit_size, config.items_per_hit, config.assignments_per_hit, reposts)
+    fixed_cost = costs.judgements_for(len(fixed))
+    wanted = sorted(
+        set(budgets)
+        or {round(fixed_cost * share) for share in BUDGET_SHARES}
+        | ({config.budget_judgements} if config.budget_judgements else set())
+    )
+    points = plan_points(
+        chances=chances,
+        fixed=fixed,
+        budgets=wanted,
+        fixed_costs=costs,
+        adaptive_costs=costs,
+        estimate_share=config.estimate_share,
+        tail_pairs=_tail_pairs(inputs),
+        tail_rate=_history_tail_rate(history),
+    )
+    return Plan(points, fixed_cost, history, _history_tail_rate(history))
+
+
+def _history_yields(history: list[int]) -> dict[tuple[str, int], list[float]]:
+    """Band yields over the earlier batches' own rankings and verdicts."""
+    rankings = []
+    outcomes: dict[tuple[int, int], bool] = {}
+    for batch in Batch.objects.filter(pk__in=history).order_by("pk"):
+        inputs = curation_inputs(batch=batch, config=batch_config(batch))
+        rankings += inputs.rankings
+        outcomes.update(inputs.outcomes)
+    return band_yields(rankings, outcomes, YIELD_STRENGTH) if rankings else {}
+
+
+def _history_tail_rate(history: list[int]) -> float | None:
+    """The yield of earlier adaptive batches' random tail samples (None without any)."""
+    counts = Candidate.objects.filter(
+        batch_id__in=history, sample_stratum="tail", verdict__isnull=False
+    ).aggregate(judged=Count("pk"), positive=Count("pk", filter=Q(verdict__is_positive=True)))
+    if not counts["judged"]:
+        return None
+    return counts["positive"] / counts["judged"]
+
+
+def _history_reposts(history: list[int]) -> float:
+    reviewed = Assignment.objects.filter(
+        hit__batch_id__in=history,
+        status__in=[AssignmentStatus.APPROVED, AssignmentStatus.REJECTED],
+    )
+    if not history:
+        return PRIOR_REPOST_SHARE
+    return repost_share(reviewed.count(), reviewed.filter(status=AssignmentStatus.REJECTED).count())
+
+
+def _tail_pairs(inputs: CurationInputs) -> int:
+    taken = set(inputs.outcomes) | inputs.pending | inputs.known
+    return sum(
+        strata_sizes(universes_of(inputs, direction, taken))["tail"] for direction in ("i2t", "t2i")
+    )
