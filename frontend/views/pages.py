@@ -7,9 +7,13 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils.safestring import mark_safe
 
+from annotation.errors import ServiceError
 from annotation.models import Batch, Dataset, Release
 from annotation.selectors import batch_curation, batch_progress, diversity_rows
+from mitl.config import batch_config
+from mitl.services.plan import batch_plan
 
 from .access import staff_required
 
@@ -38,6 +42,16 @@ def batch_page(request: HttpRequest, batch_id: int) -> HttpResponse:
         "batch": batch,
         "progress": batch_progress(batch=batch),
         "curation": batch_curation(batch=batch),
+        "plan": _plan(batch),
         "diversity": diversity_rows(batch.reports.get("diversity", {})),
     }
     return render(request, "frontend/batch.html", context)
+
+
+def _plan(batch: Batch) -> dict[str, Any] | None:
+    """The planner's chart and table once the batch is ranked (docs/curation.md)."""
+    try:
+        plan = batch_plan(batch=batch, config=batch_config(batch))
+    except ServiceError:
+        return None  # not ranked yet
+    return {"svg": mark_safe(plan.chart_svg()), **plan.to_json()}

@@ -31,6 +31,7 @@ from mitl.curation.policies import RANK_BANDS, band_yields, prior_yield
 from .curation import CurationInputs, curation_inputs, universes_of
 
 BUDGET_SHARES = (0.25, 0.5, 1.0, 1.5, 2.0)  # default budgets: shares of fixed's cost
+HISTORY_BATCHES = 5  # the most recent earlier batches with verdicts whose yields count
 YIELD_STRENGTH = 5.0
 
 
@@ -71,12 +72,12 @@ def batch_plan(*, batch: Batch, config: BatchConfig, budgets: Sequence[int] = ()
             f"(python manage.py batch_run {batch.pk} --until pooling)"
         )
     inputs = curation_inputs(batch=batch, config=config)
-    history = list(
+    history = sorted(
         Batch.objects.filter(dataset_id=batch.dataset_id, candidates__verdict__isnull=False)
         .exclude(pk=batch.pk)
         .distinct()
-        .order_by("pk")
-        .values_list("pk", flat=True)
+        .order_by("-pk")
+        .values_list("pk", flat=True)[:HISTORY_BATCHES]
     )
     yields = _history_yields(history)
     for query in inputs.rankings:  # an annotator nobody judged before: the generic prior

@@ -364,6 +364,10 @@ def test_an_adaptive_batch_from_the_wizard_spends_its_budget_in_rounds(staff, da
     page = staff.get(reverse("frontend:batch", args=[batch.pk])).content.decode()
     assert "Strategy <strong>adaptive</strong> (bandit adjudication)" in page
     assert 'id="rounds"' in page and "of 200 judgements spent" in page
+    assert 'id="recall-estimate"' in page
+    # The plan of the ranked batch: a chart and one row per strategy and budget.
+    assert '<div class="plan-chart"><svg' in page
+    assert page.count("<td>adaptive</td>") == page.count("<td>fixed</td>") >= 5
 
 
 def test_an_adaptive_batch_needs_a_budget_on_the_wizard(staff, dataset, annotators):

@@ -26,7 +26,9 @@ def test_plan_points_by_hand() -> None:
     costs = PlanCosts(hit_size=2, items_per_hit=4, assignments_per_hit=1, reposts=0.0)
     assert costs.judgements_for(3) == 8  # 2 HITs of 4 pairs each
     assert costs.pairs_for(9) == 4  # 9 judgements buy 2 HITs, 4 pairs
-    chances = {(1, c): p for c, p in zip(range(10, 16), (0.9, 0.8, 0.7, 0.2, 0.1, 0.05))}
+    chances = {
+        (1, c): p for c, p in zip(range(10, 16), (0.9, 0.8, 0.7, 0.2, 0.1, 0.05), strict=True)
+    }
     fixed = {(1, 10), (1, 13), (1, 14), (1, 15)}  # 0.9 + 0.2 + 0.1 + 0.05 = 1.25
     points = plan_points(
         chances=chances,
