@@ -283,6 +283,14 @@ def test_an_admin_goes_from_upload_to_release_download(
     expect(page.get_by_label("Image queries", exact=True)).to_be_hidden()
     page.get_by_label("Sample queries at random", exact=True).check()
     expect(page.locator("#est-queries")).to_have_text("12")
+    # Adaptive: the estimate is what the budget pays for, 200 // (10 pairs x 2 workers).
+    expect(page.get_by_label("Budget (judgements)", exact=True)).to_be_hidden()
+    page.get_by_label("Adaptive: rounds until the budget is spent", exact=True).check()
+    page.get_by_label("Budget (judgements)", exact=True).fill("200")
+    expect(page.locator("#est-hits")).to_have_text("10")
+    expect(page.locator("#est-judgements")).to_have_text("200")
+    page.get_by_label("Fixed: every annotator's top k, judged once", exact=True).check()
+    expect(page.locator("#est-hits")).to_have_text("9")
     page.get_by_label("Simulated crowd (demos and tests)", exact=True).check()
     page.screenshot(path=screenshots_dir / "batch_wizard.png", full_page=True)
     with page.expect_navigation(url="**/batches/*/", timeout=PIPELINE_TIMEOUT_MS):
