@@ -274,7 +274,7 @@ def policy_select(
     """
     taken = set(outcomes) | set(excluded)
     if name == "learned":
-        from .learned import learned_order  # numpy model: only for this policy
+        from .learned import learned_order  # here: learned.py builds on this module
 
         return picks_from(learned_order(rankings, outcomes, taken)[:quota], rankings)
     arms = ARM_POLICIES[name](rankings, outcomes, settings)

@@ -81,8 +81,13 @@ class CurationInputs:
     caption_pks: np.ndarray
 
 
-def curation_inputs(*, batch: Batch, config: BatchConfig) -> CurationInputs:
-    """Read everything a round's selection and the estimate need, in a few queries."""
+def curation_inputs(
+    *, batch: Batch, config: BatchConfig, with_rankings: bool = True
+) -> CurationInputs:
+    """Read everything a round's selection and the estimate need, in a few queries.
+
+    Without `with_rankings` the queries have no lists (what is found needs none of them).
+    """
     queries = [
         QueryRow(pk, direction, image_id if direction == Direction.I2T else caption_id)
         for pk, direction, image_id, caption_id in Query.objects.filter(batch=batch)
@@ -91,7 +96,8 @@ def curation_inputs(*, batch: Batch, config: BatchConfig) -> CurationInputs:
     ]
     by_pk = {q.pk: q for q in queries}
     lists: dict[int, dict[int, list[Pair]]] = defaultdict(dict)
-    for query_id, annotator_id, targets in Ranking.objects.filter(query__batch=batch).values_list(
+    ranked = Ranking.objects.filter(query__batch=batch) if with_rankings else Ranking.objects.none()
+    for query_id, annotator_id, targets in ranked.values_list(
         "query_id", "annotator_id", "targets"
     ):
         query = by_pk[query_id]
@@ -401,9 +407,11 @@ def curation_report(*, batch: Batch, config: BatchConfig) -> dict[str, Any]:
 
     Found: the known positives of the queries (every positive set of the dataset) and the
     batch's positive verdicts. Also lists the queries with the most positives expected to
-    remain (each stratum's pooled yield times the query's unjudged pairs in it).
+    remain (each stratum's pooled yield times the query's unjudged pairs in it). A fixed
+    batch drew no sample: it gets what was found and no estimate, without reading its
+    rankings.
     """
-    inputs = curation_inputs(batch=batch, config=config)
+    inputs = curation_inputs(batch=batch, config=config, with_rankings=config.adaptive)
     found_pairs = inputs.known | {pair for pair, positive in inputs.outcomes.items() if positive}
     taken = set(inputs.outcomes) | inputs.pending | inputs.known
     members = _membership(inputs)
@@ -413,6 +421,9 @@ def curation_report(*, batch: Batch, config: BatchConfig) -> dict[str, Any]:
         if not items:
             continue
         found = sum(pair[side] in items for pair in found_pairs)
+        if not config.adaptive:
+            directions[direction] = {"estimate": None, "found": found, "queries_most_remaining": []}
+            continue
         samples = _round_samples(batch, inputs, direction=direction)
         estimate = remaining_estimate(found, samples)
         directions[direction] = {
