@@ -26,6 +26,7 @@ from mitl.services.launch import batch_create_with_queries, queries_file_parse
 from mitl.services.pipeline import batch_cancel, batch_start
 
 from .fields import JSONObjectField
+from .filters import TextFilter
 from .permissions import IsStaff
 
 
@@ -207,7 +208,7 @@ class EstimateSerializer(RewardSerializer):
 
 
 class BatchFilter(django_filters.FilterSet):
-    dataset = django_filters.CharFilter(field_name="dataset__name", help_text="Dataset name.")
+    dataset = TextFilter(field_name="dataset__name", help_text="Dataset name.")
     state = django_filters.ChoiceFilter(choices=BatchState.choices)
 
     class Meta:

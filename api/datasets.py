@@ -30,6 +30,7 @@ from annotation.models import (
 )
 from annotation.selectors import positive_sets_counted
 
+from .filters import TextFilter
 from .permissions import IsStaff
 
 
@@ -142,7 +143,7 @@ class ImageSerializer(serializers.ModelSerializer):
 
 
 class ImageFilter(django_filters.FilterSet):
-    dataset = django_filters.CharFilter(field_name="dataset__name", help_text="Dataset name.")
+    dataset = TextFilter(field_name="dataset__name", help_text="Dataset name.")
 
     class Meta:
         model = Image
@@ -180,11 +181,11 @@ class CaptionSerializer(serializers.ModelSerializer):
 
 
 class CaptionFilter(django_filters.FilterSet):
-    dataset = django_filters.CharFilter(field_name="dataset__name", help_text="Dataset name.")
+    dataset = TextFilter(field_name="dataset__name", help_text="Dataset name.")
     image = django_filters.NumberFilter(
         field_name="image__ext_id", help_text="Captions written for this image (ext_id)."
     )
-    text = django_filters.CharFilter(
+    text = TextFilter(
         field_name="text", lookup_expr="icontains", help_text="Text contains (any case)."
     )
 
@@ -235,7 +236,8 @@ class PositiveSetSerializer(serializers.ModelSerializer):
 
 
 class PositiveSetFilter(django_filters.FilterSet):
-    dataset = django_filters.CharFilter(field_name="dataset__name", help_text="Dataset name.")
+    dataset = TextFilter(field_name="dataset__name", help_text="Dataset name.")
+    name = TextFilter(help_text="Positive set name, e.g. original, eccv.")
     source = django_filters.ChoiceFilter(choices=PositiveSource.choices)
 
     class Meta:

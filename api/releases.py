@@ -17,6 +17,8 @@ from rest_framework.request import Request
 from annotation.models import Release
 from annotation.selectors import release_zip
 
+from .filters import TextFilter
+
 
 class ReleaseSerializer(serializers.ModelSerializer):
     dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -51,7 +53,7 @@ class ReleaseDetailSerializer(ReleaseSerializer):
 
 
 class ReleaseFilter(django_filters.FilterSet):
-    dataset = django_filters.CharFilter(field_name="dataset__name", help_text="Dataset name.")
+    dataset = TextFilter(field_name="dataset__name", help_text="Dataset name.")
 
     class Meta:
         model = Release

@@ -68,7 +68,11 @@ def crowd_autopilot(*, batch_id: int, seed: int = 0) -> AutopilotStep:
     # More workers than slots per HIT: a rejected worker never gets the same HIT again.
     n_workers = max(MIN_WORKERS, config.assignments_per_hit * (REVIEW_ROUNDS + 1))
     with tempfile.TemporaryDirectory() as folder:
-        oracle = None if batch.dataset.meta.get("synthetic") else _known_positives(batch, folder)
+        oracle = (
+            None
+            if batch.dataset.meta.get("synthetic")
+            else known_positives_write(batch.dataset_id, folder)
+        )
         rejected = crowd_simulate_reviewed(
             batch=batch,
             config=config,
@@ -93,14 +97,14 @@ def crowd_autopilot(*, batch_id: int, seed: int = 0) -> AutopilotStep:
     return AutopilotStep.CLOSED if moved else AutopilotStep.DONE
 
 
-def _known_positives(batch: Batch, folder: str) -> Path:
+def known_positives_write(dataset_id: int, folder: str) -> Path:
     """Write the dataset's known positives (original and imported sets) in the ECCV format.
 
     A dataset without a synthetic generator has no full truth; its known positives are the
     next best oracle: the crowd answers YES to them and NO to every other pair.
     """
     pairs = (
-        PositivePair.objects.filter(positive_set__dataset_id=batch.dataset_id)
+        PositivePair.objects.filter(positive_set__dataset_id=dataset_id)
         .exclude(positive_set__source=PositiveSource.HUMAN)
         .values_list("image__ext_id", "caption__ext_id")
     )

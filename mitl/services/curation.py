@@ -243,7 +243,7 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
         share = sample_total * n_queries[direction] // max(len(inputs.queries), 1)
         allocation = sample_allocation(sizes, share, rates)
         targets = inputs.caption_pks if direction == Direction.I2T else inputs.image_pks
-        drawn = [d for d in sample_draw(universes, targets, allocation, rng) if d[1] not in taken]
+        drawn = sample_draw(universes, targets, allocation, rng)
         taken.update(pair for _, pair, _ in drawn)
         sampled += drawn
         design[direction] = {h: sizes[h] for h in STRATA}
@@ -279,6 +279,7 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
                     rank,
                     scores[(pick.query_id, annotator_id)][rank - 1],
                 )
+                # ids start with the picks' (rows lists them first); samples have no proposal
                 for candidate_id, pick in zip(ids, picks, strict=False)
                 for annotator_id, rank in pick.ranked_by
             ],

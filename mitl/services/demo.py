@@ -113,7 +113,7 @@ def demo_run(
             **(batch_settings or {}),
         },
     )
-    _rounds_run(batch, n_workers=n_workers, seed=seed, listener=listener, timings=timings)
+    rounds_run(batch, n_workers=n_workers, seed=seed, listener=listener, timings=timings)
     release = Release.objects.filter(batches=batch).latest("version")
     summary = _summarise(batch, release, dataset)
     mark = time.monotonic()
@@ -130,15 +130,20 @@ def demo_run(
     return summary
 
 
-def _rounds_run(
+def rounds_run(
     batch: Batch,
     *,
     n_workers: int,
     seed: int,
-    listener: ProgressListener | None,
-    timings: dict[str, float],
+    listener: ProgressListener | None = None,
+    timings: dict[str, float] | None = None,
+    oracle_dir: Path | None = None,
 ) -> None:
-    """Run the automatic stages and let the simulated crowd judge each round until released."""
+    """Run the automatic stages and let the simulated crowd judge each round until released.
+
+    The crowd answers from the synthetic truth, or from `oracle_dir`'s ECCV-format files.
+    """
+    timings = {} if timings is None else timings
     timings.update({"automatic stages": 0.0, "annotate": 0.0})
     mark = time.monotonic()
     state = batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED, listener=listener)
@@ -151,6 +156,7 @@ def _rounds_run(
             config=batch_config(batch),
             n_workers=n_workers,
             feedback=REJECTION_FEEDBACK,
+            oracle_dir=oracle_dir,
             seed=seed + 100 * batch.round,
             listener=listener,
         )
