@@ -4,7 +4,7 @@ The COCO 5K test captions (`../shared/data/coco5k/captions.tsv`, text only), ECC
 Caption's positives from the `eccv-caption` package, two text-only annotators (TF-IDF and
 the packaged MiniLM) and the simulated crowd answering from the known positives (original
 ∪ ECCV Caption: a pair in them is a YES, anything else a NO, with the crowd's usual
-mistakes). `fixed` judges both annotators' top k over ECCV's 1,333 image and 1,261 caption
+mistakes). `fixed` judges both annotators' top k over ECCV's 1,261 image and 1,332 caption
 queries with one worker per HIT; its judgements are `adaptive`'s budget (same workers per
 HIT, learned adjudication). Prints, for each, the judgements, the pairs judged, the share
 of ECCV Caption's new positives (not in the original set) it recovered per direction, and
@@ -45,7 +45,27 @@ def eccv_pairs(source: str) -> set[tuple[int, int]]:
     }
 
 
-def strategy_run(dataset: Any, config: dict[str, Any], oracle: Path) -> dict[str, Any]:
+def _eccv_json(name: str) -> dict[str, list[int]]:
+    return json.loads(eccv_file(name).read_text())
+
+
+def _oracle_write(folder: Path) -> Path:
+    """ECCV Caption ∪ the original pairs, in the ECCV format: what the crowd says YES to."""
+    truth = eccv_pairs("eccv") | eccv_pairs("original")
+    i2t: dict[str, list[int]] = {}
+    t2i: dict[str, list[int]] = {}
+    for image, caption in sorted(truth):
+        i2t.setdefault(str(image), []).append(caption)
+        t2i.setdefault(str(caption), []).append(image)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "image_to_caption.json").write_text(json.dumps(i2t))
+    (folder / "caption_to_image.json").write_text(json.dumps(t2i))
+    return folder
+
+
+def strategy_run(
+    dataset: Any, config: dict[str, Any], oracle: Path, queries: dict[str, list[int]]
+) -> dict[str, Any]:
     """Create the batch on ECCV's queries, let the crowd judge every round, measure it."""
     from annotation.models import Batch, Judgement, PositivePair, Query
     from mitl.services.aggregate import human_set_name
@@ -53,7 +73,7 @@ def strategy_run(dataset: Any, config: dict[str, Any], oracle: Path) -> dict[str
     from mitl.services.launch import batch_create_with_queries
 
     batch = batch_create_with_queries(
-        dataset=dataset, name=config.get("strategy", "fixed"), raw_config=config
+        dataset=dataset, name=config.get("strategy", "fixed"), raw_config=config, **queries
     )
     rounds_run(batch, n_workers=12, seed=0, oracle_dir=oracle)
     batch = Batch.objects.get(pk=batch.pk)
@@ -149,30 +169,20 @@ def run(folder: Path, *, k: int) -> list[dict[str, Any]]:
     from django.core.management import call_command
 
     from annotation.models import Dataset, PositiveSet
-    from mitl.services.autopilot import known_positives_write
 
     call_command("migrate", verbosity=0)
     call_command("import_dataset", "coco5k", "--captions", str(CAPTIONS), verbosity=0)
-    call_command(
-        "import_positives",
-        "coco5k",
-        "--source",
-        "eccv",
-        "--i2t",
-        str(eccv_file("eccv_image_to_caption.json")),
-        "--t2i",
-        str(eccv_file("eccv_caption_to_image.json")),
-        "--ignore-unknown",  # two ECCV positives name captions outside the 25,000
-        verbosity=0,
-    )
     call_command("annotator_create", "tfidf", "--kind", "bow", verbosity=0)
     call_command("annotator_create", "minilm", "--kind", "text_embedding", verbosity=0)
     dataset = Dataset.objects.get(name="coco5k")
-    base = {"annotators": ["tfidf", "minilm"], "queries_from": "eccv", "assignments_per_hit": 1}
-    oracle = folder / "oracle"
-    oracle.mkdir(exist_ok=True)
-    known_positives_write(dataset.pk, str(oracle))  # original ∪ ECCV: the crowd's truth
-    fixed = strategy_run(dataset, {**base, "k": k}, oracle)
+    # ECCV Caption stays outside the dataset: it is the crowd's truth, not a known set (a
+    # known positive is never chosen again, so importing it would hide every answer).
+    oracle = _oracle_write(folder / "oracle")
+    image_queries = sorted(int(i) for i in _eccv_json("eccv_image_to_caption.json"))
+    caption_queries = sorted(int(c) for c in _eccv_json("eccv_caption_to_image.json"))
+    base = {"annotators": ["tfidf", "minilm"], "assignments_per_hit": 1}
+    queries = {"image_ids": image_queries, "caption_ids": caption_queries}
+    fixed = strategy_run(dataset, {**base, "k": k}, oracle, queries)
     # The next batch must not see the first one's finds as known positives.
     PositiveSet.objects.filter(dataset=dataset, name=fixed["human_set"]).delete()
     adaptive = strategy_run(
@@ -184,6 +194,7 @@ def run(folder: Path, *, k: int) -> list[dict[str, Any]]:
             "budget_judgements": fixed["judgements"],
         },
         oracle,
+        queries,
     )
     return [fixed, adaptive]
 
