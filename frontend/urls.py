@@ -47,4 +47,5 @@ urlpatterns = [
     path("imports/<int:job_id>/", datasets.import_job_page, name="import-job"),
     path("imports/<int:job_id>/status/", datasets.import_job_status, name="import-job-status"),
     path("batches/new/", wizard.batch_new, name="batch-new"),
+    path("batches/new/plan/", wizard.batch_plan_preview, name="batch-plan-preview"),
 ]

@@ -16,6 +16,7 @@ from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
 from annotation.errors import ServiceError
@@ -36,6 +37,7 @@ from mitl.costs import (
     cost_estimate,
 )
 from mitl.services.launch import batch_create_with_queries, batch_launch
+from mitl.services.plan import config_plan
 
 from .access import staff_required
 
@@ -322,3 +324,33 @@ def _launch(request: HttpRequest, batch: Batch, *, simulated_crowd: bool) -> Non
         f"Batch {batch.pk} started: at most {estimate['hits']:,} HITs, "
         f"{estimate['judgements']:,} judgements, ${Decimal(estimate['total']):,.2f} on MTurk.",
     )
+
+
+@staff_required
+@require_http_methods(["GET"])
+def batch_plan_preview(request: HttpRequest) -> HttpResponse:
+    """The wizard's plan panel: what the typed config would buy per strategy and budget.
+
+    Before retrieval, from each annotator's rank slots and the yields of earlier batches on
+    the dataset (`mitl.services.plan.config_plan`); a config the wizard would refuse says
+    why instead.
+    """
+    form = BatchWizardForm(request.GET)
+    problem = None
+    plan = None
+    if not form.is_valid():
+        problem = "; ".join(
+            f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+            for name, errors in form.errors.items()
+        )
+    else:
+        try:
+            config = parse_batch_config(form.raw_config())
+            plan = config_plan(dataset=form.cleaned_data["dataset"], config=config)
+        except (ConfigError, ServiceError) as exc:
+            problem = str(exc)
+    context = {
+        "problem": problem,
+        "plan": None if plan is None else {"svg": mark_safe(plan.chart_svg()), **plan.to_json()},
+    }
+    return render(request, "frontend/plan_panel.html", context, status=200 if plan else 400)

@@ -53,6 +53,27 @@ class PlanPoint:
     recall: float | None  # predicted recall of the queries' positives, when it can be told
 
 
+def slot_rankings(
+    queries_by_group: Mapping[str, int], annotators: Sequence[int], depth: int
+) -> list[QueryRankings]:
+    """Stand-in rankings before retrieval: every annotator's `depth` slots of every query.
+
+    Each slot is its own pair (negative ids, never a real pk), so overlaps between
+    annotators are ignored: an upper bound, as the wizard's cost estimate is.
+    """
+    rankings = []
+    query_id = 0
+    for group, count in sorted(queries_by_group.items()):
+        for _ in range(count):
+            query_id += 1
+            lists = {
+                annotator: [(-query_id, -(column * depth + rank)) for rank in range(1, depth + 1)]
+                for column, annotator in enumerate(annotators)
+            }
+            rankings.append(QueryRankings(query_id, lists, group))
+    return rankings
+
+
 def pair_chances(
     rankings: Sequence[QueryRankings],
     yields: Mapping[tuple[str, int], Sequence[float]],

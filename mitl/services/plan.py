@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from django.db.models import Count, Q
 
 from annotation.errors import ServiceError
-from annotation.models import Assignment, AssignmentStatus, Batch, Candidate, Ranking
+from annotation.models import (
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    Candidate,
+    Dataset,
+    MachineAnnotator,
+    Ranking,
+)
 from mitl.config import BatchConfig, batch_config
 from mitl.curation.budget import PRIOR_REPOST_SHARE, repost_share
 from mitl.curation.estimate import strata_sizes
@@ -25,8 +33,9 @@ from mitl.curation.planner import (
     pair_chances,
     plan_chart_svg,
     plan_points,
+    slot_rankings,
 )
-from mitl.curation.policies import RANK_BANDS, band_yields, prior_yield
+from mitl.curation.policies import RANK_BANDS, QueryRankings, band_yields, prior_yield
 
 from .curation import CurationInputs, curation_inputs, universes_of
 
@@ -72,41 +81,96 @@ def batch_plan(*, batch: Batch, config: BatchConfig, budgets: Sequence[int] = ()
             f"(python manage.py batch_run {batch.pk} --until pooling)"
         )
     inputs = curation_inputs(batch=batch, config=config)
-    history = sorted(
-        Batch.objects.filter(dataset_id=batch.dataset_id, candidates__verdict__isnull=False)
-        .exclude(pk=batch.pk)
-        .distinct()
-        .order_by("-pk")
-        .values_list("pk", flat=True)[:HISTORY_BATCHES]
-    )
+    history = _history(dataset_id=batch.dataset_id, exclude=batch.pk)
     yields = _history_yields(history)
-    for query in inputs.rankings:  # an annotator nobody judged before: the generic prior
-        for annotator in query.lists:
-            yields.setdefault(
-                (query.group, annotator), [prior_yield(b) for b in range(len(RANK_BANDS))]
-            )
+    _prior_where_unknown(yields, inputs.rankings)
     excluded = set(inputs.outcomes) | inputs.pending | inputs.known
     chances = pair_chances(inputs.rankings, yields, excluded)
     fixed = fixed_pairs(inputs.rankings, config.k, excluded)
-    reposts = _history_reposts(history)
-    costs = PlanCosts(config.hit_size, config.items_per_hit, config.assignments_per_hit, reposts)
+    costs = PlanCosts(
+        config.hit_size, config.items_per_hit, config.assignments_per_hit, _history_reposts(history)
+    )
+    return _plan(chances, fixed, costs, config, budgets, _tail_pairs(inputs), history)
+
+
+def _plan(
+    chances: dict[tuple[int, int], float],
+    fixed: set[tuple[int, int]],
+    costs: PlanCosts,
+    config: BatchConfig,
+    budgets: Sequence[int],
+    tail_pairs: int,
+    history: list[int],
+) -> Plan:
     fixed_cost = costs.judgements_for(len(fixed))
     wanted = sorted(
         set(budgets)
         or {round(fixed_cost * share) for share in BUDGET_SHARES}
         | ({config.budget_judgements} if config.budget_judgements else set())
     )
+    tail_rate = _history_tail_rate(history)
     points = plan_points(
         chances=chances,
         fixed=fixed,
-        budgets=wanted,
+        budgets=[b for b in wanted if b > 0],
         fixed_costs=costs,
         adaptive_costs=costs,
         estimate_share=config.estimate_share,
-        tail_pairs=_tail_pairs(inputs),
-        tail_rate=_history_tail_rate(history),
+        tail_pairs=tail_pairs,
+        tail_rate=tail_rate,
     )
-    return Plan(points, fixed_cost, history, _history_tail_rate(history))
+    return Plan(points, fixed_cost, history, tail_rate)
+
+
+def _history(*, dataset_id: int, exclude: int | None) -> list[int]:
+    """The most recent earlier batches on the dataset that have verdicts (oldest first)."""
+    batches = Batch.objects.filter(dataset_id=dataset_id, candidates__verdict__isnull=False)
+    if exclude is not None:
+        batches = batches.exclude(pk=exclude)
+    return sorted(batches.distinct().order_by("-pk").values_list("pk", flat=True)[:HISTORY_BATCHES])
+
+
+def _prior_where_unknown(
+    yields: dict[tuple[str, int], list[float]], rankings: Sequence[QueryRankings]
+) -> None:
+    """An annotator no earlier batch judged starts from the generic prior."""
+    for query in rankings:
+        for annotator in query.lists:
+            yields.setdefault(
+                (query.group, annotator), [prior_yield(b) for b in range(len(RANK_BANDS))]
+            )
+
+
+def config_plan(*, dataset: Dataset, config: BatchConfig, budgets: Sequence[int] = ()) -> Plan:
+    """The plan before retrieval (the wizard): every annotator's slots instead of rankings.
+
+    Overlaps between annotators are unknown before retrieval, so fixed's pairs and cost are
+    the bounds the wizard's estimate shows; yields and the tail rate come from earlier
+    batches on the dataset as for `batch_plan`.
+    """
+    annotators = list(
+        MachineAnnotator.objects.filter(name__in=config.annotators)
+        .order_by("name")
+        .values_list("pk", flat=True)
+    )
+    history = _history(dataset_id=dataset.pk, exclude=None)
+    yields = _history_yields(history)
+    rankings = slot_rankings(
+        {"i2t": config.n_image_queries, "t2i": config.n_caption_queries}, annotators, config.depth
+    )
+    _prior_where_unknown(yields, rankings)
+    chances = pair_chances(rankings, yields, set())
+    fixed = fixed_pairs(rankings, config.k, set())
+    costs = PlanCosts(
+        config.hit_size, config.items_per_hit, config.assignments_per_hit, _history_reposts(history)
+    )
+    n_images = dataset.images.count()
+    n_captions = dataset.captions.filter(is_invalid=False).count()
+    slots = config.depth * len(annotators)
+    tail = config.n_image_queries * max(n_captions - slots, 0) + config.n_caption_queries * max(
+        n_images - slots, 0
+    )
+    return _plan(chances, fixed, costs, config, budgets, tail, history)
 
 
 def _history_yields(history: list[int]) -> dict[tuple[str, int], list[float]]:

@@ -289,6 +289,11 @@ def test_an_admin_goes_from_upload_to_release_download(
     page.get_by_label("Budget (judgements)", exact=True).fill("200")
     expect(page.locator("#est-hits")).to_have_text("10")
     expect(page.locator("#est-judgements")).to_have_text("200")
+    # The plan panel: what this config buys under each strategy, drawn by the server.
+    page.get_by_role("button", name="Predict what it buys").click()
+    expect(page.locator("#plan-preview")).to_contain_text("adaptive")
+    expect(page.locator("#plan-panel svg")).to_be_visible()
+    page.screenshot(path=screenshots_dir / "batch_wizard_plan.png", full_page=True)
     page.get_by_label("Fixed: every annotator's top k, judged once", exact=True).check()
     expect(page.locator("#est-hits")).to_have_text("9")
     page.get_by_label("Simulated crowd (demos and tests)", exact=True).check()

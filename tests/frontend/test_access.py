@@ -180,6 +180,7 @@ PAGES = [
     Page("frontend:batch-bias", STAFF_ONLY, ("batch",)),
     Page("frontend:mturk-batch", STAFF_ONLY, ("batch",)),
     Page("frontend:batch-new", STAFF_ONLY),
+    Page("frontend:batch-plan-preview", (LOGIN, 403, 400)),  # no config given: 400 says why
     # MTurk's pages: public by design, the path is signed (or the ids must match).
     Page("frontend:mturk-hit", PUBLIC, ("hit", "hit_signature")),
     Page("frontend:mturk-image", PUBLIC, ("mturk_item", "image_signature")),

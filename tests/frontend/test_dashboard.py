@@ -424,3 +424,26 @@ def test_the_batch_api_gives_progress_js_what_it_reads(staff, annotating_batch):
     assert data["state"] == "annotating"
     assert {"stage", "done", "total", "finished"} <= set(data["progress"][0])
     assert [row["stage"] for row in data["progress"]][:3] == ["retrieving", "pooling", "building"]
+
+
+def test_the_wizard_plans_a_config_before_retrieval(staff, client, dataset, annotators):
+    url = reverse("frontend:batch-plan-preview")
+    params = wizard_post(dataset=dataset.pk, strategy="adaptive", budget_judgements="300")
+    del params["annotators"]
+
+    response = staff.get(url, {**params, "annotators": ["tfidf", "bow-plain"]})
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<div class="plan-chart"><svg' in html
+    assert "a generic prior (no earlier batch on this dataset has verdicts)" in html
+    # Fixed at most: 16 queries x k 3 x 2 annotators = 96 pairs = 12 HITs; the default
+    # budgets are shares of what that costs, and the batch's own budget, 300.
+    assert "<td>300</td><td>adaptive</td>" in html and "<td>300</td><td>fixed</td>" in html
+    assert not Batch.objects.exists()  # nothing created, nothing ranked
+
+    refused = staff.get(url, {**params, "annotators": ["tfidf"], "budget_judgements": "0"})
+    assert refused.status_code == 400
+    assert "needs `budget_judgements`" in refused.content.decode()
+    client.force_login(get_user_model().objects.create_user("someone", password="x"))
+    assert client.get(url, params).status_code == 403

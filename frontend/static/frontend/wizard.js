@@ -134,3 +134,27 @@ function refresh() {
 form.addEventListener("input", refresh);
 form.addEventListener("change", refresh);
 refresh();
+
+// --- the plan: what the typed config buys per strategy and budget (server-drawn) -------------
+
+const planButton = document.getElementById("plan-button");
+const planPanel = document.getElementById("plan-panel");
+if (planButton && planPanel) {
+  planButton.addEventListener("click", async () => {
+    const query = new URLSearchParams(new FormData(form));
+    query.delete("csrfmiddlewaretoken");
+    planButton.disabled = true;
+    planPanel.textContent = "Predicting…";
+    try {
+      const response = await fetch(`${planButton.dataset.url}?${query}`, {
+        headers: { Accept: "text/html" },
+        credentials: "same-origin",
+      });
+      planPanel.innerHTML = await response.text(); // our own server's fragment
+    } catch (error) {
+      planPanel.textContent = `The plan could not be loaded (${error.message}).`;
+    } finally {
+      planButton.disabled = false;
+    }
+  });
+}
