@@ -95,6 +95,8 @@ def learned_order(
                 elif pair not in taken:
                     rows.append((query.query_id, pair, row))
         labels = np.array(train_y)
+        if not rows:
+            continue  # every ranked pair of this group is judged or taken
         if labels.sum() >= MIN_CLASS and (1 - labels).sum() >= MIN_CLASS:
             weights = logistic_fit(np.array(train_x), labels)
             probabilities = logistic_predict(weights, np.array([row for *_, row in rows]))

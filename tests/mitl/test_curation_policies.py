@@ -137,3 +137,18 @@ def test_learned_order_ranks_what_the_reliable_annotator_ranks_first() -> None:
 def test_learned_order_falls_back_to_fused_round_robin_without_examples() -> None:
     order = learned_order(RANKINGS, {}, taken=set())
     assert [pair for _, pair in order[:4]] == [(1, 10), (2, 30), (1, 20), (2, 40)]
+
+
+def test_learned_order_is_empty_once_every_ranked_pair_is_judged() -> None:
+    outcomes = {
+        pair: i % 2 == 0
+        for i, pair in enumerate(
+            sorted(p for q in RANKINGS for pairs in q.lists.values() for p in pairs)
+        )
+    }
+    many = [QueryRankings(q, {7: pairs(q, 1, 2, 3), 8: pairs(q, 4, 5, 6)}, "i2t") for q in range(4)]
+    judged = {
+        p: i % 2 == 0 for i, p in enumerate(p for q in many for ps in q.lists.values() for p in ps)
+    }
+    assert learned_order(RANKINGS, outcomes, taken=set(outcomes)) == []
+    assert learned_order(many, judged, taken=set(judged)) == []  # a model is fit, nothing left
