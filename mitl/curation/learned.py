@@ -6,7 +6,8 @@ trains one logistic model per direction, and the next round takes the unjudged p
 rates most likely positive, over all queries at once. Per pair and annotator, the features
 are 1/√rank (0 when the annotator does not rank the pair) and whether it ranks it at all;
 then the share of annotators that rank it and the query's own yield so far (Laplace-
-smoothed), since queries differ in how many positives they have. Before both classes have
+smoothed, and for a training pair without its own answer), since queries differ in how
+many positives they have. Before both classes have
 `MIN_CLASS` examples, pairs are taken in reciprocal-rank-fusion order instead.
 """
 
@@ -86,10 +87,15 @@ def learned_order(
         rows: list[tuple[int, Pair, np.ndarray]] = []
         train_x, train_y = [], []
         for query in queries:
-            judged = [outcomes[p] for pairs in query.lists.values() for p in pairs if p in outcomes]
-            query_yield = (1 + sum(judged)) / (2 + len(judged))
+            ranked = {p for pairs in query.lists.values() for p in pairs}
+            judged = [outcomes[p] for p in ranked if p in outcomes]
+            positives, count = sum(judged), len(judged)
+            query_yield = (1 + positives) / (2 + count)
             for pair, row in pair_features(query, annotators, query_yield).items():
                 if pair in outcomes:
+                    # Leave the pair's own answer out of its query's yield: with it the
+                    # feature would hold the label, and the model would trust it too much.
+                    row[-1] = (1 + positives - outcomes[pair]) / (1 + count)
                     train_x.append(row)
                     train_y.append(float(outcomes[pair]))
                 elif pair not in taken:
