@@ -23,6 +23,17 @@ from django.db import DatabaseError, connection, models, transaction
 logger = logging.getLogger(__name__)
 
 BULK_BATCH = 5000
+# Every column of a candidate and of a proposal, in model order (rows_insert checks it).
+CANDIDATE_FIELDS = (
+    "batch_id",
+    "query_id",
+    "direction",
+    "image_id",
+    "caption_id",
+    "round",
+    "sample_stratum",
+)
+PROPOSAL_FIELDS = ("candidate_id", "annotator_id", "query_id", "rank", "score")
 POSITIVE_PAIR_FIELDS = ("positive_set_id", "image_id", "caption_id")
 
 

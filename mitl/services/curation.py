@@ -51,7 +51,7 @@ from mitl.curation.estimate import (
 )
 from mitl.curation.policies import Pair, PolicySettings, QueryRankings, policy_select
 
-from .bulk import rows_insert
+from .bulk import CANDIDATE_FIELDS, PROPOSAL_FIELDS, rows_insert
 from .progress import StageTracker
 
 REPORT_KEY = "curation"  # in Batch.reports
@@ -252,15 +252,7 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
     with transaction.atomic():
         ids = rows_insert(
             Candidate,
-            (
-                "batch_id",
-                "query_id",
-                "direction",
-                "image_id",
-                "caption_id",
-                "round",
-                "sample_stratum",
-            ),
+            CANDIDATE_FIELDS,
             [
                 (batch.pk, query_id, directions[query_id], pair[0], pair[1], batch.round, stratum)
                 for query_id, pair, stratum in rows
@@ -270,7 +262,7 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
         scores = _proposal_scores(batch, picks)
         rows_insert(
             Proposal,
-            ("candidate_id", "annotator_id", "query_id", "rank", "score"),
+            PROPOSAL_FIELDS,
             [
                 (
                     candidate_id,

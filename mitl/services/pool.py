@@ -8,7 +8,7 @@ from annotation.models import Batch, Candidate, Direction, Proposal, Query, Rank
 from mitl.config import BatchConfig
 from mitl.pooling import RankedList, pool_candidates
 
-from .bulk import rows_insert
+from .bulk import CANDIDATE_FIELDS, PROPOSAL_FIELDS, rows_insert
 from .curation import round_select
 from .progress import StageTracker
 
@@ -53,15 +53,7 @@ def candidates_pool(*, batch: Batch, config: BatchConfig, tracker: StageTracker)
     with transaction.atomic():
         ids = rows_insert(
             Candidate,
-            (
-                "batch_id",
-                "query_id",
-                "direction",
-                "image_id",
-                "caption_id",
-                "round",
-                "sample_stratum",
-            ),
+            CANDIDATE_FIELDS,
             [
                 (batch.pk, p.query_id, directions[p.query_id], p.image_id, p.caption_id, 0, "")
                 for p in pooled
@@ -70,7 +62,7 @@ def candidates_pool(*, batch: Batch, config: BatchConfig, tracker: StageTracker)
         )
         rows_insert(
             Proposal,
-            ("candidate_id", "annotator_id", "query_id", "rank", "score"),
+            PROPOSAL_FIELDS,
             [
                 (candidate_id, spec.annotator_id, spec.query_id, spec.rank, spec.score)
                 for candidate_id, p in zip(ids, pooled, strict=True)

@@ -4,23 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.models import Batch, Caption, Image
+from annotation.models import Batch
+from tests.batch_queries import ext_ids, query_ids
 
 pytestmark = pytest.mark.django_db
-
-
-def query_ids(batch: Batch) -> tuple[list[int], list[int]]:
-    queries = batch.queries.order_by("pk")
-    return (
-        [q.image.ext_id for q in queries if q.image_id],
-        [q.caption.ext_id for q in queries if q.caption_id],
-    )
-
-
-def ext_ids(dataset) -> tuple[list[int], list[int]]:
-    images = sorted(Image.objects.filter(dataset=dataset).values_list("ext_id", flat=True))
-    captions = sorted(Caption.objects.filter(dataset=dataset).values_list("ext_id", flat=True))
-    return images, captions
 
 
 def test_the_api_takes_queries_and_names_them_in_errors(staff, dataset, annotators, small_config):

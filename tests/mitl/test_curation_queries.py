@@ -3,38 +3,24 @@
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.models import Batch, BatchState, Caption, Image, PositiveSet, PositiveSource
+from annotation.models import Batch, BatchState, PositiveSet, PositiveSource
 from mitl.services.launch import batch_create_with_queries
+from tests.batch_queries import ext_ids, query_ids
 
 pytestmark = pytest.mark.django_db
 
 
-def query_ids(batch: Batch) -> tuple[list[int], list[int]]:
-    queries = batch.queries.order_by("pk")
-    images = [q.image.ext_id for q in queries if q.image_id]
-    captions = [q.caption.ext_id for q in queries if q.caption_id]
-    return images, captions
-
-
-def ext_ids(dataset) -> tuple[list[int], list[int]]:
-    images = sorted(Image.objects.filter(dataset=dataset).values_list("ext_id", flat=True))
-    captions = sorted(Caption.objects.filter(dataset=dataset).values_list("ext_id", flat=True))
-    return images, captions
-
-
-def test_the_command_takes_a_queries_file(dataset, annotators, small_config, tmp_path):
-    images, captions = ext_ids(dataset)
-    (tmp_path / "batch.json").write_text(json.dumps(small_config))
-    (tmp_path / "queries.json").write_text(
-        json.dumps({"images": images[:3], "captions": captions[5:7]})
-    )
+def create_with_queries_file(tmp_path, config: dict, queries: str) -> str:
+    """Run batch_create with a config and a queries file; return what it printed."""
+    (tmp_path / "batch.json").write_text(json.dumps(config))
+    (tmp_path / "queries.json").write_text(queries)
     out = StringIO()
-
     call_command(
         "batch_create",
         "small",
@@ -44,8 +30,16 @@ def test_the_command_takes_a_queries_file(dataset, annotators, small_config, tmp
         str(tmp_path / "queries.json"),
         stdout=out,
     )
+    return out.getvalue()
 
-    batch = Batch.objects.get(pk=int(out.getvalue()))
+
+def test_the_command_takes_a_queries_file(dataset, annotators, small_config, tmp_path):
+    images, captions = ext_ids(dataset)
+    queries = json.dumps({"images": images[:3], "captions": captions[5:7]})
+
+    out = create_with_queries_file(tmp_path, small_config, queries)
+
+    batch = Batch.objects.get(pk=int(out))
     assert query_ids(batch) == (images[:3], captions[5:7])
     assert (batch.config["n_image_queries"], batch.config["n_caption_queries"]) == (3, 2)
 
@@ -63,17 +57,8 @@ def test_the_command_takes_a_queries_file(dataset, annotators, small_config, tmp
 def test_a_bad_queries_file_is_refused_and_creates_nothing(
     dataset, annotators, small_config, tmp_path, content, message
 ):
-    (tmp_path / "batch.json").write_text(json.dumps(small_config))
-    (tmp_path / "queries.json").write_text(content)
-    with pytest.raises(CommandError, match=message.replace("[", r"\[").replace("{", r"\{")):
-        call_command(
-            "batch_create",
-            "small",
-            "--config",
-            str(tmp_path / "batch.json"),
-            "--queries",
-            str(tmp_path / "queries.json"),
-        )
+    with pytest.raises(CommandError, match=re.escape(message)):
+        create_with_queries_file(tmp_path, small_config, content)
     assert not Batch.objects.exists()
 
 
