@@ -5,9 +5,9 @@ Continuous active learning in the manner of Cormack and Grossman (TREC Total Rec
 trains one logistic model per direction, and the next round takes the unjudged pairs it
 rates most likely positive, over all queries at once. Per pair and annotator, the features
 are 1/√rank (0 when the annotator does not rank the pair) and whether it ranks it at all;
-then the share of annotators that rank it and the query's own yield so far (Laplace-
-smoothed, and for a training pair without its own answer), since queries differ in how
-many positives they have. Before both classes have
+then the share of annotators that rank it, the query's own yield so far (Laplace-smoothed,
+and for a training pair without its own answer), since queries differ in how many
+positives they have, and that yield times the pair's best 1/√rank. Before both classes have
 `MIN_CLASS` examples, pairs are taken in reciprocal-rank-fusion order instead.
 """
 
@@ -52,8 +52,13 @@ def logistic_predict(weights: np.ndarray, features: np.ndarray) -> np.ndarray:
 def pair_features(
     query: QueryRankings, annotators: Sequence[int], query_yield: float
 ) -> dict[Pair, np.ndarray]:
-    """The features of every pair some annotator ranks for this query."""
-    width = 2 * len(annotators) + 2
+    """The features of every pair some annotator ranks for this query.
+
+    Per annotator 1/√rank and "ranks it"; then the share of annotators that rank it, the
+    query's yield, and the yield times the best 1/√rank, so that a rich query can lift its
+    top ranks more than its deep ones (where rankings hold few positives whatever the query).
+    """
+    width = 2 * len(annotators) + 3
     features: dict[Pair, np.ndarray] = {}
     for column, annotator in enumerate(annotators):
         for rank, pair in enumerate(query.lists.get(annotator, ()), start=1):
@@ -63,9 +68,15 @@ def pair_features(
             row[2 * column] = rank**-0.5
             row[2 * column + 1] = 1.0
     for row in features.values():
-        row[-2] = row[1 : 2 * len(annotators) : 2].sum() / len(annotators)
-        row[-1] = query_yield
+        query_features_set(row, len(annotators), query_yield)
     return features
+
+
+def query_features_set(row: np.ndarray, n_annotators: int, query_yield: float) -> None:
+    """Fill a row's last three features: annotator share, query yield, their interaction."""
+    row[-3] = row[1 : 2 * n_annotators : 2].sum() / n_annotators
+    row[-2] = query_yield
+    row[-1] = query_yield * row[0 : 2 * n_annotators : 2].max()
 
 
 def learned_order(
@@ -95,7 +106,8 @@ def learned_order(
                 if pair in outcomes:
                     # Leave the pair's own answer out of its query's yield: with it the
                     # feature would hold the label, and the model would trust it too much.
-                    row[-1] = (1 + positives - outcomes[pair]) / (1 + count)
+                    left_out = (1 + positives - outcomes[pair]) / (1 + count)
+                    query_features_set(row, len(annotators), left_out)
                     train_x.append(row)
                     train_y.append(float(outcomes[pair]))
                 elif pair not in taken:

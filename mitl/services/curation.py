@@ -296,8 +296,10 @@ def rejudge_candidates(*, batch: Batch, config: BatchConfig) -> list[int]:
     """Judged pairs the next round shows again: a tie, or fewer answers than asked for.
 
     Adaptive redundancy: a pair whose workers split evenly (the rule's confidence ≤ ½; ties
-    count as negative) or that lost work to rejection gets one more HIT's worth of
-    answers, once. Verdicts pool every approved answer, so the new ones break the tie.
+    count as negative), that lost work to rejection, or a randomly sampled pair judged
+    positive on one answer gets one more HIT's worth of answers, once. Verdicts pool every
+    approved answer, so the new ones break the tie (a sampled YES against a NO is a tie:
+    negative).
     """
     done = {
         candidate
@@ -305,7 +307,11 @@ def rejudge_candidates(*, batch: Batch, config: BatchConfig) -> list[int]:
         for candidate in entry.get("rejudged", [])
     }
     uncertain = Verdict.objects.filter(candidate__batch=batch).filter(
-        Q(confidence__lte=0.5) | Q(n_judgements__lt=config.assignments_per_hit)
+        Q(confidence__lte=0.5)
+        | Q(n_judgements__lt=config.assignments_per_hit)
+        # A YES on a randomly sampled pair stands for thousands of unjudged pairs in the
+        # estimate: one worker's careless YES must be confirmed by a second answer.
+        | Q(candidate__sample_stratum__gt="", is_positive=True, n_judgements__lt=2)
     )
     return sorted(pk for pk in uncertain.values_list("candidate_id", flat=True) if pk not in done)
 
