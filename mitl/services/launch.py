@@ -26,7 +26,7 @@ from annotation.models import (
     PositiveSet,
     Query,
 )
-from mitl.config import parse_batch_config
+from mitl.config import BatchConfig, parse_batch_config
 from mitl.sampling import CAPTION_STREAM, IMAGE_STREAM, sample_ids
 
 from .autopilot import autopilot_request
@@ -55,18 +55,15 @@ def batch_create_with_queries(
     seeded sample drawn here instead of at retrieval). `mturk` is stored on the batch (e.g.
     the wizard's reward and cost estimate).
     """
-    config = parse_batch_config(raw_config)
-    if image_ids is None and caption_ids is None and config.queries_from:
-        image_ids, caption_ids = _set_queries(dataset, config.queries_from)
-    if skip_finished:
-        image_ids, caption_ids = _unfinished_queries(
-            dataset,
-            image_ids,
-            caption_ids,
-            n_images=config.n_image_queries,
-            n_captions=config.n_caption_queries,
-            seed=config.seed,
-        )
+    if image_ids is None and caption_ids is None:
+        # The config's own query counts are read only when no list overrides them.
+        config = parse_batch_config(raw_config)
+        if config.queries_from:
+            image_ids, caption_ids = _set_queries(dataset, config.queries_from)
+        elif skip_finished:
+            image_ids, caption_ids = _unfinished_sample(dataset, config)
+    if skip_finished and (image_ids is not None or caption_ids is not None):
+        image_ids, caption_ids = _unfinished_only(dataset, image_ids or [], caption_ids or [])
     explicit = image_ids is not None or caption_ids is not None
     raw = dict(raw_config)
     images: list[Image] = []
@@ -157,26 +154,31 @@ def _set_queries(dataset: Dataset, set_name: str) -> tuple[list[int], list[int]]
     return [int(i) for i in declared.get("i2t", [])], [int(c) for c in declared.get("t2i", [])]
 
 
-def _unfinished_queries(
-    dataset: Dataset,
-    image_ids: Sequence[int] | None,
-    caption_ids: Sequence[int] | None,
-    *,
-    n_images: int,
-    n_captions: int,
-    seed: int,
-) -> tuple[list[int], list[int]]:
-    """Leave out the queries of released batches; without lists, sample from the rest."""
+def _finished(dataset: Dataset) -> tuple[set[int], set[int]]:
+    """The image and caption queries (their dataset ids) of the dataset's released batches."""
     finished = Query.objects.filter(
         batch__dataset=dataset, batch__state=BatchState.RELEASED
     ).values_list("image__ext_id", "caption__ext_id")
-    done_images = {image for image, _ in finished if image is not None}
-    done_captions = {caption for _, caption in finished if caption is not None}
-    if image_ids is not None or caption_ids is not None:
-        return (
-            [i for i in image_ids or [] if i not in done_images],
-            [c for c in caption_ids or [] if c not in done_captions],
-        )
+    return (
+        {image for image, _ in finished if image is not None},
+        {caption for _, caption in finished if caption is not None},
+    )
+
+
+def _unfinished_only(
+    dataset: Dataset, image_ids: Sequence[int], caption_ids: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """The listed queries that no released batch finished."""
+    done_images, done_captions = _finished(dataset)
+    return (
+        [i for i in image_ids if i not in done_images],
+        [c for c in caption_ids if c not in done_captions],
+    )
+
+
+def _unfinished_sample(dataset: Dataset, config: BatchConfig) -> tuple[list[int], list[int]]:
+    """The config's seeded sample, drawn from the queries no released batch finished."""
+    done_images, done_captions = _finished(dataset)
     images = [
         i
         for i in Image.objects.filter(dataset=dataset).values_list("ext_id", flat=True)
@@ -189,15 +191,22 @@ def _unfinished_queries(
         )
         if c not in done_captions
     ]
-    for what, wanted, left in (("image", n_images, images), ("caption", n_captions, captions)):
-        if wanted > len(left):
+    wanted = (
+        ("image", config.n_image_queries, images),
+        ("caption", config.n_caption_queries, captions),
+    )
+    for what, count, left in wanted:
+        if count > len(left):
             raise ServiceError(
                 f"only {len(left)} {what} queries of {dataset.name!r} are not finished by an "
                 f"earlier batch; ask for at most that many"
             )
+    seed = config.seed
     return (
-        sample_ids(sorted(images), n_images, seed=seed, stream=IMAGE_STREAM).tolist(),
-        sample_ids(sorted(captions), n_captions, seed=seed, stream=CAPTION_STREAM).tolist(),
+        sample_ids(sorted(images), config.n_image_queries, seed=seed, stream=IMAGE_STREAM).tolist(),
+        sample_ids(
+            sorted(captions), config.n_caption_queries, seed=seed, stream=CAPTION_STREAM
+        ).tolist(),
     )
 
 

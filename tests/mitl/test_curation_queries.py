@@ -120,3 +120,13 @@ def test_skip_finished_leaves_out_the_queries_of_released_batches(
     assert sorted(sampled_images) == images[5:]  # every image but the five finished
     assert len(sampled_captions) == small_config["n_caption_queries"]
     assert not set(sampled_captions) & set(captions[:5])
+
+
+def test_listed_queries_override_the_configs_counts(dataset, annotators, small_config):
+    images, captions = ext_ids(dataset)
+    config = {**small_config, "n_image_queries": 0, "n_caption_queries": 0}
+    batch = batch_create_with_queries(
+        dataset=dataset, name="listed", raw_config=config, image_ids=images[:2], caption_ids=[]
+    )
+    assert query_ids(batch) == (images[:2], [])
+    assert (batch.config["n_image_queries"], batch.config["n_caption_queries"]) == (2, 0)
