@@ -5,11 +5,13 @@ Pure Python, so the command line, the API and the services validate the same way
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
 from .aggregation import RULES as AGGREGATION_RULES  # eccv, strict, graded, dawid_skene
+from .curation.budget import PRIOR_REPOST_SHARE
 
 # pass → approve, fail → flag for a person | pass → approve, fail → reject at once |
 # every submission waits for a person (the golden result is shown to the reviewer)
@@ -83,7 +85,14 @@ class BatchConfig:
 
     @property
     def judgements_per_round(self) -> int:
-        return self.round_size or max(self.budget_judgements // 5, 1)
+        """`round_size`, or a fifth of the budget but at least one HIT with its reserve."""
+        return self.round_size or max(self.budget_judgements // 5, self.judgements_per_hit)
+
+    @property
+    def judgements_per_hit(self) -> int:
+        """What planning sets aside for one HIT: its judgements plus the re-post reserve."""
+        per_hit = self.items_per_hit * self.assignments_per_hit
+        return math.ceil(per_hit * (1 + PRIOR_REPOST_SHARE))
 
     @property
     def items_per_hit(self) -> int:
@@ -173,19 +182,24 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
 
 
 def _check_adaptive(config: BatchConfig) -> None:
-    """An adaptive batch needs a budget that pays for at least one HIT per round."""
-    per_hit = config.items_per_hit * config.assignments_per_hit
+    """An adaptive batch needs a budget, and rounds, that pay for at least one HIT each.
+
+    One HIT counts with the reserve rounds keep for re-posted work (before any review),
+    so a batch that passes here can always buy its first round.
+    """
+    per_hit = config.judgements_per_hit
     if config.budget_judgements < per_hit:
         raise ConfigError(
             "batch config: the adaptive strategy needs `budget_judgements` of at least one "
-            f"HIT's judgements ({config.items_per_hit} pairs x {config.assignments_per_hit} "
-            f"assignments = {per_hit}; got {config.budget_judgements})",
+            f"HIT's judgements with the re-post reserve ({config.items_per_hit} pairs x "
+            f"{config.assignments_per_hit} assignments + "
+            f"{PRIOR_REPOST_SHARE:.0%} = {per_hit}; got {config.budget_judgements})",
             key="budget_judgements",
         )
     if config.judgements_per_round < per_hit:
         raise ConfigError(
             f"batch config: `round_size` ({config.judgements_per_round} judgements) must pay "
-            f"for at least one HIT ({per_hit} judgements)",
+            f"for at least one HIT with the re-post reserve ({per_hit} judgements)",
             key="round_size",
         )
 

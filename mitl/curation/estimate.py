@@ -122,8 +122,8 @@ def sample_draw(
 
     `targets` are the pks every query of these universes ranks (captions for image
     queries, images for caption queries). The ranked strata are listed and drawn without
-    replacement; the tail is drawn by picking a query in proportion to its tail size, then
-    a target uniformly, refusing pairs that are ranked, taken or drawn already.
+    replacement; the tail by drawing a query and a target uniformly and refusing pairs that
+    are ranked, taken or drawn already, so every tail pair has the same chance.
     """
     drawn: list[tuple[int, Pair, str]] = []
     for stratum in ("top", "ranked"):
@@ -141,7 +141,9 @@ def sample_draw(
     want = min(allocation.get("tail", 0), int(tail_sizes.sum()))
     seen: set[Pair] = set()
     while want > 0 and tail_sizes.sum() > 0:
-        universe = universes[int(rng.choice(len(universes), p=tail_sizes / tail_sizes.sum()))]
+        # Every (query, target) slot equally likely, then refuse what is not tail: each tail
+        # pair is kept with the same chance (the queries of a direction share their targets).
+        universe = universes[int(rng.integers(len(universes)))]
         pair = pair_of(universe, int(targets[rng.integers(len(targets))]))
         if pair in universe.ranked or pair in universe.taken or pair in seen:
             continue

@@ -121,9 +121,9 @@ def curation_inputs(
         .values_list("image_id", "caption_id")
     )
     known.update(
-        Caption.objects.filter(Q(image_id__in=images) | Q(pk__in=captions)).values_list(
-            "image_id", "pk"
-        )
+        Caption.objects.filter(Q(image_id__in=images) | Q(pk__in=captions))
+        .filter(is_invalid=False)  # an invalid caption is not among the targets
+        .values_list("image_id", "pk")
     )
     return CurationInputs(
         queries=queries,
@@ -209,11 +209,17 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
     is a stratified random sample of the unjudged pairs, split over the directions by
     their number of queries. Idempotent: a round that has candidates is not chosen again.
     """
-    existing = Candidate.objects.filter(batch=batch, round=batch.round).count()
-    if existing:
-        tracker.start(existing)
+    recorded = [
+        entry
+        for entry in batch.reports.get(REPORT_KEY, {}).get("rounds", [])
+        if entry["round"] == batch.round
+    ]
+    if recorded:  # chosen already (the record commits with the candidates): a retry
+        chosen = recorded[0]
+        total = chosen["policy_pairs"] + chosen["sample_pairs"] + len(chosen["rejudged"])
+        tracker.start(total)
         tracker.finish()
-        return existing
+        return total
     plan = next_round_budget(batch=batch, config=config)
     inputs = curation_inputs(batch=batch, config=config)
     tracker.start(plan.task_pairs)
@@ -494,8 +500,8 @@ def rounds_continue(*, batch: Batch, config: BatchConfig, report: Mapping[str, A
         return False
     if next_round_budget(batch=batch, config=config).hits == 0:
         return False
-    last_round_judged = Verdict.objects.filter(
-        candidate__batch=batch, candidate__round=batch.round
+    last_round_judged = Assignment.objects.filter(
+        hit__batch=batch, hit__round=batch.round, status=AssignmentStatus.APPROVED
     ).exists()
     if not last_round_judged:
         return False

@@ -284,9 +284,12 @@ def retrieval_chunk_run(*, batch_id: int, annotator_id: int, query_ids: list[int
 
 
 def hits_missing_work(*, batch: Batch) -> int:
-    """Count the batch's HITs that have fewer approved assignments than they need."""
+    """Count the current round's HITs that have fewer approved assignments than they need.
+
+    An earlier round closed early keeps its unfinished HITs; they never block a later round.
+    """
     return (
-        HIT.objects.filter(batch=batch)
+        HIT.objects.filter(batch=batch, round=batch.round)
         .annotate(
             approved=Count("assignments", filter=Q(assignments__status=AssignmentStatus.APPROVED))
         )

@@ -193,3 +193,16 @@ def test_repost_share_has_a_prior_and_a_floor() -> None:
     assert repost_share(0, 0) == pytest.approx(0.15)
     assert repost_share(100, 0) == pytest.approx(0.05)
     assert repost_share(100, 30) == pytest.approx(0.3)
+
+
+def test_the_tail_draw_is_uniform_over_tail_pairs_whatever_the_query() -> None:
+    """Query 0 has a tail of 5 pairs, query 1 of 20: a uniform draw takes 1 in 5 from query 0."""
+    taken = {(0, t) for t in range(5, 25)} | {(1, t) for t in range(5)}  # tails of 5 and 20
+    universes = universes_of(np.zeros((2, 25), dtype=bool), 0, taken)
+    assert strata_sizes(universes)["tail"] == 25
+    from_first = 0
+    trials = 4000
+    for trial in range(trials):
+        drawn = sample_draw(universes, np.arange(25), {"tail": 1}, np.random.default_rng(trial))
+        from_first += drawn[0][0] == 0
+    assert from_first / trials == pytest.approx(5 / 25, abs=0.025)

@@ -52,6 +52,23 @@ def adaptive_batch(dataset, config: dict) -> Batch:
     return batch_create(dataset=dataset, name="adaptive", raw_config=config)
 
 
+def crowd_work(hit: HIT, worker) -> None:
+    """One worker answers every pair of the HIT "100% YES" (goldens too: approved or not)."""
+    from annotation.models import items_shown_to
+    from annotation.submissions import AnswerInput, assignment_submit
+
+    assignment = assignment_create(hit=hit, worker=worker)
+    answers = [
+        AnswerInput(item_id=item_id, level="yes", elapsed_ms=500)
+        for item_id in hit.items.filter(items_shown_to(assignment.pk)).values_list("pk", flat=True)
+    ]
+    result = assignment_submit(assignment=assignment, answers=answers, followups_required=False)
+    if result.assignment.status != "approved":
+        from annotation.review import assignment_review
+
+        assignment_review(assignment=result.assignment, approve=True)
+
+
 def run_rounds(batch: Batch) -> str:
     """Let the simulated crowd judge every round until the batch is released."""
     state = batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED)
@@ -178,3 +195,56 @@ def test_the_autopilot_follows_every_round_to_the_release(
     assert not HIT.objects.filter(batch=batch, assignments__isnull=True).exists() or (
         Judgement.objects.filter(assignment__hit__batch=batch).count() + 20 > BUDGET
     )
+
+
+def test_a_budget_with_the_reserve_always_buys_the_first_round(small_config):
+    # 8 + 2 pairs x 2 workers = 20 judgements a HIT, 23 with the 15% re-post reserve.
+    config = {**small_config, "strategy": "adaptive"}
+    with pytest.raises(ConfigError, match=r"x 2 assignments \+ 15% = 23; got 22"):
+        parse_batch_config({**config, "budget_judgements": 22})
+    fits = parse_batch_config({**config, "budget_judgements": 100})
+    assert fits.judgements_per_round == 23  # a fifth (20) would not buy one HIT
+
+
+def test_a_round_closed_early_never_blocks_the_next(dataset, annotators, adaptive_config):
+    batch = adaptive_batch(dataset, adaptive_config)
+    assert batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED) == BatchState.ANNOTATING
+    round_0 = list(HIT.objects.filter(batch=batch, round=0).order_by("index"))
+    # Only the first HIT of round 0 gets its work; the round is closed early.
+    workers = [worker_simulated_get_or_create(name=f"w{i}", profile={}) for i in range(2)]
+    for worker in workers:
+        crowd_work(round_0[0], worker)
+    assert batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED, force=True) == (
+        BatchState.ANNOTATING
+    )
+    batch.refresh_from_db()
+    assert batch.round == 1
+    # Round 1's HITs get their work; round 0's unfinished ones do not hold the batch back.
+    for hit in HIT.objects.filter(batch=batch, round=1):
+        for worker in workers:
+            crowd_work(hit, worker)
+    state = batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED)
+    batch.refresh_from_db()
+    assert state != BatchState.ANNOTATING or batch.round > 1
+
+
+def test_selecting_a_round_again_after_a_crash_changes_nothing(
+    dataset, annotators, adaptive_config
+):
+    from mitl.services.curation import round_select
+    from mitl.services.progress import StageTracker
+
+    batch = adaptive_batch(dataset, adaptive_config)
+    assert batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED) == BatchState.ANNOTATING
+    batch.refresh_from_db()
+    before = (Candidate.objects.filter(batch=batch).count(), batch.reports[REPORT_KEY]["rounds"])
+    tracker = StageTracker(batch=batch, stage=BatchState.POOLING)
+
+    again = round_select(batch=batch, config=batch_config(batch), tracker=tracker)
+
+    batch.refresh_from_db()
+    assert again == before[0]
+    assert (
+        Candidate.objects.filter(batch=batch).count(),
+        batch.reports[REPORT_KEY]["rounds"],
+    ) == before

@@ -123,7 +123,7 @@ def test_skip_finished_leaves_out_the_queries_of_released_batches(
 
 
 def test_listed_queries_override_the_configs_counts(dataset, annotators, small_config):
-    images, captions = ext_ids(dataset)
+    images, _ = ext_ids(dataset)
     config = {**small_config, "n_image_queries": 0, "n_caption_queries": 0}
     batch = batch_create_with_queries(
         dataset=dataset, name="listed", raw_config=config, image_ids=images[:2], caption_ids=[]
