@@ -38,7 +38,9 @@ from .models import (
     HIT,
     Assignment,
     AssignmentStatus,
+    Batch,
     BatchState,
+    Candidate,
     Caption,
     Direction,
     HITItem,
@@ -175,9 +177,27 @@ def negative_sources(
         images = query_rows.values("image_id")
         captions = query_rows.values("caption_id")
         positives = positives.filter(Q(image_id__in=images) | Q(caption_id__in=captions))
+    # Outside every annotator's top `golden_negative_depth` (rankings may be kept deeper,
+    # for adaptive rounds; a golden negative need not avoid their deep ranks).
+    depth = batch_config(Batch.objects.get(pk=batch_id)).golden_negative_depth
     excluded: dict[int, set[int]] = defaultdict(set)
     for query_id, targets in rankings.values_list("query_id", "targets"):
-        excluded[query_id].update(targets)
+        excluded[query_id].update(targets[:depth])
+    # Nor be a pair the batch judges as a task (adaptive rounds draw deeper than that depth).
+    image_queries: dict[int, list[int]] = defaultdict(list)
+    caption_queries: dict[int, list[int]] = defaultdict(list)
+    for pk, image_id, caption_id in query_rows.values_list("pk", "image_id", "caption_id"):
+        if image_id is not None:
+            image_queries[image_id].append(pk)
+        else:
+            caption_queries[caption_id].append(pk)
+    for image_id, caption_id in Candidate.objects.filter(batch_id=batch_id).values_list(
+        "image_id", "caption_id"
+    ):
+        for query_id in image_queries.get(image_id, ()):
+            excluded[query_id].add(caption_id)
+        for query_id in caption_queries.get(caption_id, ()):
+            excluded[query_id].add(image_id)
     # Known positives, and each caption with its own image (even without a positive set).
     own_pairs = Caption.objects.filter(
         Q(image_id__in=query_rows.values("image_id")) | Q(pk__in=query_rows.values("caption_id"))
