@@ -146,9 +146,13 @@ def _golden_negative(
     """Draw a golden negative for one of `queries` that is not already on the page.
 
     Rejection sampling is fast when most targets are allowed; when it keeps missing, the
-    allowed targets are listed exactly, so a HIT fails only when no negative exists at all.
+    allowed targets are listed exactly. When none of the page's queries has a negative left
+    (a small dataset whose every target some annotator ranks high, or that the batch
+    judges), another query of the batch lends one; a HIT fails only when none exists at all.
     """
-    for query in rng.permutation(np.asarray(queries)):
+    own = [int(q) for q in rng.permutation(np.asarray(queries))]
+    others = sorted(set(negatives) - set(own))
+    for query in own + [int(q) for q in rng.permutation(np.asarray(others, dtype=np.int64))]:
         source = negatives[int(query)]
         universe = caption_ids if source.direction == "i2t" else image_ids
         draws = (

@@ -400,3 +400,18 @@ def test_page_order_is_a_permutation_fixed_by_its_seed_and_the_hit_order_without
     orders = {tuple(page_order(18, seed)) for seed in range(20)}
     assert len(orders) == 20  # 18! orders: distinct seeds practically never repeat one
     assert page_order(0, 3) == []
+
+
+def test_a_page_whose_queries_have_no_negative_borrows_one_from_another_query():
+    every_caption = frozenset(int(c) for c in SMALL_CAPTION_IDS)
+    blocked = NegativeSource("i2t", 100, every_caption)
+    allowed = {1013, 1015}
+    open_ = NegativeSource("i2t", 101, every_caption - allowed)
+    # The page holds query 1's pair only; query 2 is another query of the batch.
+    world = World(
+        [(100, 1000)], [1], {1: blocked, 2: open_}, ORIGINAL_PAIRS, caption_ids=SMALL_CAPTION_IDS
+    )
+    for seed in range(10):
+        (hit,) = world.pack(seed=seed)
+        (negative,) = goldens(hit, Role.GOLDEN_TN)
+        assert (negative.image_id, negative.caption_id in allowed) == (101, True)
