@@ -35,7 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Pair = tuple[int, int]  # (image pk, caption pk)
+from .policies import Pair
+
 STRATA = ("top", "ranked", "tail")
 TOP_RANK = 10  # best rank (over annotators) of the `top` stratum: positives crowd there
 # Before any sample: a guess, used only to split the first sample over the strata.

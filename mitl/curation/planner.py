@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .budget import round_budget
 from .policies import Pair, QueryRankings, rank_band
 
 
@@ -35,8 +36,16 @@ class PlanCosts:
     reposts: float
 
     def pairs_for(self, judgements: int) -> int:
-        per_hit = self.items_per_hit * self.assignments_per_hit * (1 + self.reposts)
-        return math.floor(judgements / per_hit + 1e-9) * self.hit_size
+        """The pairs `judgements` buy, as an adaptive round plans them (`round_budget`)."""
+        return round_budget(
+            budget=judgements,
+            spent=0,
+            round_size=judgements,
+            items_per_hit=self.items_per_hit,
+            hit_size=self.hit_size,
+            assignments_per_hit=self.assignments_per_hit,
+            reposts=self.reposts,
+        ).task_pairs
 
     def judgements_for(self, pairs: int) -> int:
         hits = math.ceil(pairs / self.hit_size)

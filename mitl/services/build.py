@@ -11,7 +11,7 @@ from mitl.config import BatchConfig
 from mitl.hits import PackingPlan, pack_hits
 
 from .bulk import rows_insert
-from .curation import round_rejudged
+from .curation_select import round_rejudged
 from .progress import StageTracker
 
 

@@ -1,12 +1,10 @@
-"""Adaptive curation, the ORM edge: choose a round's pairs, estimate what remains, go on?
+"""Adaptive curation, the ORM edge: what a round reads, the estimate, and going on.
 
-An adaptive batch loops pooling (here: selecting) → building → annotating → aggregating
-until its budget is spent or the positives that remain look negligible
-(`rounds_continue`). Each selection (`round_select`) asks the batch's adjudication policy
-(`mitl.curation.policies`) for most of the round's pairs and draws the rest at random from
-the unjudged pairs (`mitl.curation.estimate`), recording the sample's design in
-`Batch.reports["curation"]` so that every later aggregation can re-estimate how many
-positives were never found (`curation_report`).
+An adaptive batch loops pooling (here: selecting, `mitl.services.curation_select`) →
+building → annotating → aggregating until its budget is spent or the positives that
+remain look negligible (`rounds_continue`). Each selection records its random sample's
+design in `Batch.reports["curation"]`, so that every aggregation re-estimates how many
+positives were never found (`curation_report`, `mitl.curation.estimate`).
 """
 
 from __future__ import annotations
@@ -31,10 +29,8 @@ from annotation.models import (
     Direction,
     Image,
     PositivePair,
-    Proposal,
     Query,
     Ranking,
-    Verdict,
 )
 from mitl.config import BatchConfig
 from mitl.curation.budget import RoundBudget, repost_share, round_budget
@@ -45,14 +41,9 @@ from mitl.curation.estimate import (
     StratumSample,
     pooled_rates,
     remaining_estimate,
-    sample_allocation,
-    sample_draw,
     strata_sizes,
 )
-from mitl.curation.policies import Pair, PolicySettings, QueryRankings, policy_select
-
-from .bulk import CANDIDATE_FIELDS, PROPOSAL_FIELDS, rows_insert
-from .progress import StageTracker
+from mitl.curation.policies import Pair, PolicySettings, QueryRankings
 
 REPORT_KEY = "curation"  # in Batch.reports
 # Rounds stop once the unfound positives' upper bound falls below this share of those found.
@@ -150,18 +141,31 @@ def _pair(query: QueryRow, target: int) -> Pair:
     return (query.item_id, target) if query.direction == Direction.I2T else (target, query.item_id)
 
 
+def round_records(batch: Batch) -> list[dict[str, Any]]:
+    """Every round's recorded design (`round_select`), oldest first."""
+    return batch.reports.get(REPORT_KEY, {}).get("rounds", [])
+
+
+def current_round_record(batch: Batch) -> dict[str, Any] | None:
+    """The current round's record, once its pairs are chosen."""
+    return next((e for e in round_records(batch) if e["round"] == batch.round), None)
+
+
+def repost_share_of(batch_ids: Iterable[int]) -> float:
+    """The rejected share of the batches' reviewed work (`mitl.curation.budget`)."""
+    reviewed = Assignment.objects.filter(
+        hit__batch_id__in=list(batch_ids),
+        status__in=[AssignmentStatus.APPROVED, AssignmentStatus.REJECTED],
+    )
+    return repost_share(reviewed.count(), reviewed.filter(status=AssignmentStatus.REJECTED).count())
+
+
 def policy_settings(config: BatchConfig) -> PolicySettings:
     return PolicySettings(step=config.k)
 
 
 def next_round_budget(*, batch: Batch, config: BatchConfig) -> RoundBudget:
     """What the next round may buy: the budget left, with a reserve for re-posted work."""
-    reviewed = Assignment.objects.filter(
-        hit__batch=batch,
-        status__in=[AssignmentStatus.APPROVED, AssignmentStatus.REJECTED],
-    )
-    submitted = reviewed.count()
-    rejected = reviewed.filter(status=AssignmentStatus.REJECTED).count()
     return round_budget(
         budget=config.budget_judgements,
         spent=judgements_spent(batch_id=batch.pk, items_per_hit=config.items_per_hit),
@@ -169,7 +173,7 @@ def next_round_budget(*, batch: Batch, config: BatchConfig) -> RoundBudget:
         items_per_hit=config.items_per_hit,
         hit_size=config.hit_size,
         assignments_per_hit=config.assignments_per_hit,
-        reposts=repost_share(submitted, rejected),
+        reposts=repost_share_of([batch.pk]),
     )
 
 
@@ -202,156 +206,6 @@ def universes_of(inputs: CurationInputs, direction: str, taken: set[Pair]) -> li
     return universes
 
 
-def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> int:
-    """Write the current round's candidates once; return how many the round has.
-
-    Most of the round's pairs come from the adjudication policy; `estimate_share` of them
-    is a stratified random sample of the unjudged pairs, split over the directions by
-    their number of queries. Idempotent: a round that has candidates is not chosen again.
-    """
-    recorded = [
-        entry
-        for entry in batch.reports.get(REPORT_KEY, {}).get("rounds", [])
-        if entry["round"] == batch.round
-    ]
-    if recorded:  # chosen already (the record commits with the candidates): a retry
-        chosen = recorded[0]
-        total = chosen["policy_pairs"] + chosen["sample_pairs"] + len(chosen["rejudged"])
-        tracker.start(total)
-        tracker.finish()
-        return total
-    plan = next_round_budget(batch=batch, config=config)
-    inputs = curation_inputs(batch=batch, config=config)
-    tracker.start(plan.task_pairs)
-    rejudged = rejudge_candidates(batch=batch, config=config)[: plan.task_pairs // 2]
-    sample_total = round((plan.task_pairs - len(rejudged)) * config.estimate_share)
-    picks = policy_select(
-        config.adjudication,
-        inputs.rankings,
-        inputs.outcomes,
-        quota=plan.task_pairs - len(rejudged) - sample_total,
-        settings=policy_settings(config),
-        excluded=inputs.pending | inputs.known,
-    )
-    taken = set(inputs.outcomes) | inputs.pending | inputs.known | {p.pair for p in picks}
-    rates = pooled_rates(_round_samples(batch, inputs, direction=None))
-    rng = np.random.default_rng([config.seed, batch.pk, batch.round])
-    n_queries = {
-        d: sum(q.direction == d for q in inputs.queries) for d in (Direction.I2T, Direction.T2I)
-    }
-    design: dict[str, dict[str, int]] = {}
-    sampled: list[tuple[int, Pair, str]] = []
-    for direction in (Direction.I2T, Direction.T2I):
-        if not n_queries[direction]:
-            continue
-        universes = universes_of(inputs, direction, taken)
-        sizes = strata_sizes(universes)
-        share = sample_total * n_queries[direction] // max(len(inputs.queries), 1)
-        allocation = sample_allocation(sizes, share, rates)
-        targets = inputs.caption_pks if direction == Direction.I2T else inputs.image_pks
-        drawn = sample_draw(universes, targets, allocation, rng)
-        taken.update(pair for _, pair, _ in drawn)
-        sampled += drawn
-        design[direction] = {h: sizes[h] for h in STRATA}
-    directions = {q.pk: q.direction for q in inputs.queries}
-    rows = [(p.query_id, p.pair, "") for p in picks] + sampled
-    with transaction.atomic():
-        ids = rows_insert(
-            Candidate,
-            CANDIDATE_FIELDS,
-            [
-                (batch.pk, query_id, directions[query_id], pair[0], pair[1], batch.round, stratum)
-                for query_id, pair, stratum in rows
-            ],
-            with_ids=True,
-        )
-        scores = _proposal_scores(batch, picks)
-        rows_insert(
-            Proposal,
-            PROPOSAL_FIELDS,
-            [
-                (
-                    candidate_id,
-                    annotator_id,
-                    pick.query_id,
-                    rank,
-                    scores[(pick.query_id, annotator_id)][rank - 1],
-                )
-                # ids start with the picks' (rows lists them first); samples have no proposal
-                for candidate_id, pick in zip(ids, picks, strict=False)
-                for annotator_id, rank in pick.ranked_by
-            ],
-        )
-        _round_record(
-            batch,
-            {
-                "round": batch.round,
-                "hits_planned": plan.hits,
-                "judgements_planned": plan.judgements_planned,
-                "policy_pairs": len(picks),
-                "sample_pairs": len(sampled),
-                "rejudged": rejudged,
-                "sample_population": design,
-            },
-        )
-    tracker.finish()
-    return len(rows) + len(rejudged)
-
-
-def rejudge_candidates(*, batch: Batch, config: BatchConfig) -> list[int]:
-    """Judged pairs the next round shows again: a tie, or fewer answers than asked for.
-
-    Adaptive redundancy: a pair whose workers split evenly (the rule's confidence ≤ ½; ties
-    count as negative), that lost work to rejection, or a randomly sampled pair judged
-    positive on one answer gets one more HIT's worth of answers, once. Verdicts pool every
-    approved answer, so the new ones break the tie (a sampled YES against a NO is a tie:
-    negative).
-    """
-    done = {
-        candidate
-        for entry in batch.reports.get(REPORT_KEY, {}).get("rounds", [])
-        for candidate in entry.get("rejudged", [])
-    }
-    uncertain = Verdict.objects.filter(candidate__batch=batch).filter(
-        Q(confidence__lte=0.5)
-        | Q(n_judgements__lt=config.assignments_per_hit)
-        # A YES on a randomly sampled pair stands for thousands of unjudged pairs in the
-        # estimate: one worker's careless YES must be confirmed by a second answer.
-        | Q(candidate__sample_stratum__gt="", is_positive=True, n_judgements__lt=2)
-    )
-    return sorted(pk for pk in uncertain.values_list("candidate_id", flat=True) if pk not in done)
-
-
-def round_rejudged(batch: Batch) -> list[int]:
-    """The candidates of earlier rounds that the current round shows again."""
-    for entry in batch.reports.get(REPORT_KEY, {}).get("rounds", []):
-        if entry["round"] == batch.round:
-            return list(entry.get("rejudged", []))
-    return []
-
-
-def _proposal_scores(batch: Batch, picks: Iterable[Any]) -> dict[tuple[int, int], list[float]]:
-    """The ranking scores of the queries the picks came from, per (query, annotator)."""
-    queries = {pick.query_id for pick in picks}
-    return {
-        (query_id, annotator_id): scores
-        for query_id, annotator_id, scores in Ranking.objects.filter(
-            query_id__in=queries
-        ).values_list("query_id", "annotator_id", "scores")
-    }
-
-
-def _round_record(batch: Batch, entry: Mapping[str, Any]) -> None:
-    """Store one round's design in the batch's curation report (replacing a retry's)."""
-    locked = Batch.objects.select_for_update().get(pk=batch.pk)
-    report = dict(locked.reports.get(REPORT_KEY, {}))
-    rounds = [r for r in report.get("rounds", []) if r["round"] != entry["round"]]
-    report["rounds"] = sorted([*rounds, dict(entry)], key=lambda r: r["round"])
-    locked.reports = {**locked.reports, REPORT_KEY: report}
-    locked.save(update_fields=["reports"])
-    batch.reports = locked.reports
-
-
 def _membership(inputs: CurationInputs) -> dict[str, tuple[set[int], int]]:
     """For each direction: the query items, and which side of a pair holds them."""
     return {
@@ -360,11 +214,11 @@ def _membership(inputs: CurationInputs) -> dict[str, tuple[set[int], int]]:
     }
 
 
-def _round_samples(
+def round_samples(
     batch: Batch, inputs: CurationInputs, *, direction: str | None
 ) -> list[RoundSample]:
     """Each recorded round's sample (one direction, or both pooled) with its outcomes."""
-    rounds = batch.reports.get(REPORT_KEY, {}).get("rounds", [])
+    rounds = round_records(batch)
     members = _membership(inputs)
     directions = [direction] if direction else [Direction.I2T, Direction.T2I]
     judged: dict[tuple[int, str, str], list[bool]] = defaultdict(list)
@@ -429,7 +283,7 @@ def curation_report(*, batch: Batch, config: BatchConfig) -> dict[str, Any]:
         if not config.adaptive:
             directions[direction] = {"estimate": None, "found": found, "queries_most_remaining": []}
             continue
-        samples = _round_samples(batch, inputs, direction=direction)
+        samples = round_samples(batch, inputs, direction=direction)
         estimate = remaining_estimate(found, samples)
         directions[direction] = {
             "estimate": None if estimate is None else estimate.to_json(),

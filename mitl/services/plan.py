@@ -15,8 +15,6 @@ from django.db.models import Count, Q
 
 from annotation.errors import ServiceError
 from annotation.models import (
-    Assignment,
-    AssignmentStatus,
     Batch,
     Candidate,
     Dataset,
@@ -24,7 +22,6 @@ from annotation.models import (
     Ranking,
 )
 from mitl.config import BatchConfig, batch_config
-from mitl.curation.budget import PRIOR_REPOST_SHARE, repost_share
 from mitl.curation.estimate import strata_sizes
 from mitl.curation.planner import (
     PlanCosts,
@@ -37,7 +34,7 @@ from mitl.curation.planner import (
 )
 from mitl.curation.policies import RANK_BANDS, QueryRankings, band_yields, prior_yield
 
-from .curation import CurationInputs, curation_inputs, universes_of
+from .curation import CurationInputs, curation_inputs, repost_share_of, universes_of
 
 BUDGET_SHARES = (0.25, 0.5, 1.0, 1.5, 2.0)  # default budgets: shares of fixed's cost
 HISTORY_BATCHES = 5  # the most recent earlier batches with verdicts whose yields count
@@ -88,7 +85,7 @@ def batch_plan(*, batch: Batch, config: BatchConfig, budgets: Sequence[int] = ()
     chances = pair_chances(inputs.rankings, yields, excluded)
     fixed = fixed_pairs(inputs.rankings, config.k, excluded)
     costs = PlanCosts(
-        config.hit_size, config.items_per_hit, config.assignments_per_hit, _history_reposts(history)
+        config.hit_size, config.items_per_hit, config.assignments_per_hit, repost_share_of(history)
     )
     return _plan(chances, fixed, costs, config, budgets, _tail_pairs(inputs), history)
 
@@ -162,7 +159,7 @@ def config_plan(*, dataset: Dataset, config: BatchConfig, budgets: Sequence[int]
     chances = pair_chances(rankings, yields, set())
     fixed = fixed_pairs(rankings, config.k, set())
     costs = PlanCosts(
-        config.hit_size, config.items_per_hit, config.assignments_per_hit, _history_reposts(history)
+        config.hit_size, config.items_per_hit, config.assignments_per_hit, repost_share_of(history)
     )
     n_images = dataset.images.count()
     n_captions = dataset.captions.filter(is_invalid=False).count()
@@ -192,16 +189,6 @@ def _history_tail_rate(history: list[int]) -> float | None:
     if not counts["judged"]:
         return None
     return counts["positive"] / counts["judged"]
-
-
-def _history_reposts(history: list[int]) -> float:
-    reviewed = Assignment.objects.filter(
-        hit__batch_id__in=history,
-        status__in=[AssignmentStatus.APPROVED, AssignmentStatus.REJECTED],
-    )
-    if not history:
-        return PRIOR_REPOST_SHARE
-    return repost_share(reviewed.count(), reviewed.filter(status=AssignmentStatus.REJECTED).count())
 
 
 def _tail_pairs(inputs: CurationInputs) -> int:

@@ -9,7 +9,7 @@ from mitl.config import BatchConfig
 from mitl.pooling import RankedList, pool_candidates
 
 from .bulk import CANDIDATE_FIELDS, PROPOSAL_FIELDS, rows_insert
-from .curation import round_select
+from .curation_select import round_select
 from .progress import StageTracker
 
 

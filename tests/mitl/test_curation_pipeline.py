@@ -25,6 +25,7 @@ from mitl.config import ConfigError, batch_config, parse_batch_config
 from mitl.release_files import STATS_FILE
 from mitl.services.autopilot import autopilot_request
 from mitl.services.curation import REPORT_KEY
+from mitl.services.demo import rounds_run
 from mitl.services.pipeline import batch_create, batch_run_until, stage_advance
 from mitl.services.simulate import crowd_simulate_reviewed
 from mitl.tasks import crowd_autopilot as crowd_autopilot_task
@@ -69,18 +70,6 @@ def crowd_work(hit: HIT, worker) -> None:
         assignment_review(assignment=result.assignment, approve=True)
 
 
-def run_rounds(batch: Batch) -> str:
-    """Let the simulated crowd judge every round until the batch is released."""
-    state = batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED)
-    while state == BatchState.ANNOTATING:
-        batch.refresh_from_db()
-        crowd_simulate_reviewed(
-            batch=batch, config=batch_config(batch), n_workers=6, feedback="golden", seed=3
-        )
-        state = batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED, force=True)
-    return state
-
-
 def test_adaptive_needs_a_budget_that_pays_for_a_hit(small_config):
     with pytest.raises(ConfigError) as missing:
         parse_batch_config({**small_config, "strategy": "adaptive"})
@@ -103,7 +92,9 @@ def test_rounds_run_until_the_budget_is_spent_and_never_past_it(
 ):
     batch = adaptive_batch(dataset, adaptive_config)
 
-    assert run_rounds(batch) == BatchState.RELEASED
+    rounds_run(batch, n_workers=6, seed=3)  # the demo's loop: judge, close, next round
+
+    assert Batch.objects.get(pk=batch.pk).state == BatchState.RELEASED
 
     batch.refresh_from_db()
     assert batch.round >= 2
@@ -231,7 +222,7 @@ def test_a_round_closed_early_never_blocks_the_next(dataset, annotators, adaptiv
 def test_selecting_a_round_again_after_a_crash_changes_nothing(
     dataset, annotators, adaptive_config
 ):
-    from mitl.services.curation import round_select
+    from mitl.services.curation_select import round_select
     from mitl.services.progress import StageTracker
 
     batch = adaptive_batch(dataset, adaptive_config)
