@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo test serve worker bench bench-scale bench-curation soak lint clean chromium
+.PHONY: install migrate demo test serve worker bench bench-scale bench-curation bench-relevance soak lint clean chromium wordnet
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,13 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium missing: browser tests will skip (apt-get install -y chromium)"
 
-test: install chromium
+# The relevance proxies read WordNet 3.0 from Debian's files (never downloaded at run time).
+wordnet:
+	@test -f "$${WORDNET_DIR:-/usr/share/wordnet}/data.noun" || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordnet-base >/dev/null; } || \
+	  echo "WordNet missing: the PoS and synset proxies will skip (apt-get install -y wordnet-base)"
+
+test: install chromium wordnet
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
 
 serve: migrate
@@ -50,6 +56,11 @@ bench-scale: install
 # Adaptive against fixed curation at equal judgements on synthetic data (about 3 minutes).
 bench-curation: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_curation.py
+
+# Relevance matrices of the ECCV Caption queries against COCO 5K, per cheap proxy, against a
+# per-pair implementation on a sample (needs ../shared/data/coco5k; a few minutes).
+bench-relevance: install wordnet
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_relevance.py
 
 # Kills, restarts and load on a private stack (PostgreSQL and Redis binaries needed);
 # prints one JSON summary (docs/soak.md). Not part of `make test`: tests/test_soak.py

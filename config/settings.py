@@ -210,6 +210,8 @@ if STORAGE_BUCKET:
 
 # Where releases are written: RELEASES_DIR/<name>/<version>/.
 RELEASES_DIR = Path(os.environ.get("RELEASES_DIR", VAR_DIR / "releases"))
+# Graded relevance matrices (per proxy, version, corpus and queries) for `evaluate --relevance`.
+RELEVANCE_CACHE_DIR = Path(os.environ.get("RELEVANCE_CACHE_DIR", VAR_DIR / "relevance"))
 
 # Celery: no broker means the embedded default, where tasks run eagerly in-process.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

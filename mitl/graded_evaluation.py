@@ -1,0 +1,230 @@
+"""Graded evaluation of one model's rankings on a release: nDCG, NCS, semantic recall and
+the Recall@K limits of `mitl.graded_metrics`, from a relevance source. Pure Python.
+
+Relevance sources: a caption proxy of `mitl.relevance.proxies` (between each query and the
+whole corpus of the dataset, `mitl.relevance.images`), or `crowd`: the release's graded
+verdicts (`verdicts.csv` scores; a released positive without a verdict counts 1, every
+other pair 0). Matrices of a proxy are cached in `cache_dir` under a key of the proxy, its
+version, the aggregation, the direction, the corpus and the queries, so a second
+evaluation of the same release reads them back.
+
+Output: {"source", "aggregation", "i2t": {...}, "t2i": {...}, "mean": {...}} with per
+direction `ndcg@25` (linear gains), `ndcg` (whole ranking, 2^rel - 1 gains), `ncs@K`,
+`semantic_recall@K` (threshold `threshold`) and `recall@K_lower` / `recall@K_upper`
+(near-duplicates at `near_duplicate`), and in `mean` every metric averaged over the two
+directions as Wray et al. (eq. 3) average nDCG.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mitl.evaluation_inputs import DIRECTIONS, EvaluationError, RankingsByDirection, ReleaseTruth
+from mitl.graded_metrics import ncs, ndcg, query_mean, recall_limits, semantic_recall
+from mitl.relevance.images import (
+    CaptionCorpus,
+    Progress,
+    caption_to_images,
+    image_to_captions,
+)
+from mitl.relevance.proxies import proxy_build, proxy_spec
+
+CROWD = "crowd"
+NDCG_K = 25
+KS: tuple[int, ...] = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class GradedOptions:
+    source: str  # a proxy name or "crowd"
+    aggregation: str = "mean"
+    threshold: float = 0.5  # semantic recall: relevant from this relevance on
+    near_duplicate: float = 0.8  # Recall@K limits: near-duplicates from this relevance on
+    ks: tuple[int, ...] = KS
+    ndcg_k: int = NDCG_K
+
+
+def query_indexes(corpus: CaptionCorpus, release: ReleaseTruth) -> dict[str, np.ndarray]:
+    """Return each direction's release queries as corpus indexes (images, captions)."""
+    images = _index_of(corpus.image_ids)
+    captions = _index_of(corpus.caption_ids)
+    return {
+        "i2t": _lookup(images, list(release.positives["i2t"]), "image", "i2t"),
+        "t2i": _lookup(captions, list(release.positives["t2i"]), "caption", "t2i"),
+    }
+
+
+def _index_of(ids: np.ndarray) -> dict[int, int]:
+    return {int(value): i for i, value in enumerate(ids)}
+
+
+def _lookup(index: Mapping[int, int], ids: Sequence[int], kind: str, direction: str) -> np.ndarray:
+    missing = [i for i in ids if i not in index]
+    if missing:
+        raise EvaluationError(
+            f"{direction}: {len(missing)} {kind} ids are not in the captions file "
+            f"(first: {missing[0]}); give the captions TSV of the release's dataset"
+        )
+    return np.fromiter((index[i] for i in ids), dtype=np.int64, count=len(ids))
+
+
+def ranked_indexes(
+    corpus: CaptionCorpus, release: ReleaseTruth, rankings: RankingsByDirection
+) -> dict[str, np.ndarray]:
+    """Return each direction's rankings of the release queries as padded corpus indexes."""
+    targets = {"i2t": _index_of(corpus.caption_ids), "t2i": _index_of(corpus.image_ids)}
+    kinds = {"i2t": "caption", "t2i": "image"}
+    result = {}
+    for direction in DIRECTIONS:
+        lists = [rankings[direction][q] for q in release.positives[direction]]
+        width = max(map(len, lists), default=0)
+        table = np.full((len(lists), max(width, 1)), -1, dtype=np.int64)
+        for row, ranking in enumerate(lists):
+            table[row, : len(ranking)] = _lookup(
+                targets[direction], ranking, kinds[direction], direction
+            )
+        result[direction] = table
+    return result
+
+
+def relevance_matrices(
+    corpus: CaptionCorpus,
+    release: ReleaseTruth,
+    options: GradedOptions,
+    *,
+    cache_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> dict[str, np.ndarray]:
+    """Return the relevance of every corpus item to each release query, per direction."""
+    queries = query_indexes(corpus, release)
+    if options.source == CROWD:
+        return _crowd_matrices(corpus, release, queries)
+    spec = proxy_spec(options.source)
+    result: dict[str, np.ndarray] = {}
+    proxy = None
+    for direction in DIRECTIONS:
+        key = _cache_key(corpus, queries[direction], options, spec.version, direction)
+        path = cache_dir / f"{options.source}-{key}.npy" if cache_dir else None
+        if path is not None and path.is_file():
+            result[direction] = np.load(path)
+            continue
+        if proxy is None:
+            proxy = proxy_build(options.source, corpus.texts, corpus.caption_images)
+        compute = image_to_captions if direction == "i2t" else caption_to_images
+        matrix = compute(
+            proxy, corpus, queries[direction], aggregation=options.aggregation, progress=progress
+        )
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial.npy")
+            np.save(partial, matrix)
+            partial.replace(path)  # never a half-written cache entry
+        result[direction] = matrix
+    return result
+
+
+def _cache_key(
+    corpus: CaptionCorpus, queries: np.ndarray, options: GradedOptions, version: int, direction: str
+) -> str:
+    digest = hashlib.sha256()
+    digest.update(f"{version}|{options.aggregation}|{direction}|".encode())
+    digest.update(corpus.caption_ids.tobytes())
+    digest.update(corpus.caption_images.tobytes())
+    for text in corpus.texts:
+        digest.update(text.encode() + b"\0")
+    digest.update(queries.tobytes())
+    return digest.hexdigest()[:24]
+
+
+def _crowd_matrices(
+    corpus: CaptionCorpus, release: ReleaseTruth, queries: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    captions = _index_of(corpus.caption_ids)
+    images = _index_of(corpus.image_ids)
+    result = {}
+    for direction in DIRECTIONS:
+        targets = captions if direction == "i2t" else images
+        matrix = np.zeros((len(queries[direction]), len(targets)), dtype=np.float32)
+        for row, query in enumerate(release.positives[direction]):
+            for target in release.positives[direction][query]:
+                if target in targets:
+                    matrix[row, targets[target]] = 1.0
+        row_of = _row_of(release, direction)
+        for (image, caption), score in (release.gains or {}).items():
+            query, target = (image, caption) if direction == "i2t" else (caption, image)
+            row = row_of.get(query)
+            if row is not None and target in targets:
+                matrix[row, targets[target]] = score
+        result[direction] = matrix
+    return result
+
+
+def _row_of(release: ReleaseTruth, direction: str) -> dict[int, int]:
+    return {query: row for row, query in enumerate(release.positives[direction])}
+
+
+def _truth(
+    release: ReleaseTruth, direction: str, corpus: CaptionCorpus, shape: tuple[int, int]
+) -> np.ndarray:
+    targets = _index_of(corpus.caption_ids if direction == "i2t" else corpus.image_ids)
+    truth = np.zeros(shape, dtype=bool)
+    for row, query in enumerate(release.positives[direction]):
+        for target in release.positives[direction][query]:
+            if target in targets:
+                truth[row, targets[target]] = True
+    return truth
+
+
+def graded_evaluate(
+    release: ReleaseTruth,
+    rankings: RankingsByDirection,
+    corpus: CaptionCorpus,
+    relevance: Mapping[str, np.ndarray],
+    options: GradedOptions,
+) -> dict[str, Any]:
+    """Return the graded metrics of the rankings (see the module doc)."""
+    ranked = ranked_indexes(corpus, release, rankings)
+    result: dict[str, Any] = {"source": options.source, "aggregation": options.aggregation}
+    for direction in DIRECTIONS:
+        rel, rows = relevance[direction], ranked[direction]
+        values: dict[str, float | None] = {
+            f"ndcg@{options.ndcg_k}": query_mean(ndcg(rel, rows, options.ndcg_k)),
+            "ndcg": query_mean(ndcg(rel, rows, None, gain="exponential")),
+        }
+        truth = _truth(release, direction, corpus, rel.shape)
+        for k in options.ks:
+            values[f"ncs@{k}"] = query_mean(ncs(rel, rows, k))
+        for k in options.ks:
+            hits = semantic_recall(rel, rows, k, threshold=options.threshold)
+            values[f"semantic_recall@{k}"] = query_mean(hits)
+        for k in options.ks:
+            lower, upper = recall_limits(rel, rows, truth, k, threshold=options.near_duplicate)
+            values[f"recall@{k}_lower"] = query_mean(lower)
+            values[f"recall@{k}_upper"] = query_mean(upper)
+        result[direction] = values
+    result["mean"] = {key: _mean(result["i2t"][key], result["t2i"][key]) for key in result["i2t"]}
+    return result
+
+
+def _mean(a: float | None, b: float | None) -> float | None:
+    present = [v for v in (a, b) if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def format_graded(result: Mapping[str, Any]) -> str:
+    """Return a graded result as a plain-text table: metric × (i2t, t2i, mean)."""
+    columns = (*DIRECTIONS, "mean")
+    lines = [f"graded relevance: {result['source']} ({result['aggregation']})"]
+    keys = list(result["i2t"])
+    width = max(map(len, keys))
+    lines.append(f"{'metric':<{width}}  " + "  ".join(f"{c:>8}" for c in columns))
+    for key in keys:
+        cells = ["-" if result[c][key] is None else f"{result[c][key]:.4f}" for c in columns]
+        lines.append(f"{key:<{width}}  " + "  ".join(f"{cell:>8}" for cell in cells))
+    return "\n".join(lines)
