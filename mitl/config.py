@@ -72,6 +72,9 @@ class BatchConfig:
     # The queries of this positive set (its `queries`, e.g. ECCV Caption's) instead of a
     # random sample; "" = sample (mitl.services.launch.batch_create_with_queries).
     queries_from: str = ""
+    # Caption proxies (mitl.relevance.proxies) whose graded qrels the release carries and
+    # whose graded metrics (nDCG, NCS, semantic recall) the leaderboard shows.
+    relevance: tuple[str, ...] = ()
 
     @property
     def adaptive(self) -> bool:
@@ -101,6 +104,7 @@ class BatchConfig:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["annotators"] = list(self.annotators)
+        data["relevance"] = list(self.relevance)
         return data
 
 
@@ -162,6 +166,8 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
             f"{values['queries_from']!r})",
             key="queries_from",
         )
+    if "relevance" in values:
+        values["relevance"] = _parse_relevance(values["relevance"])
     if "estimate_share" in values:
         values["estimate_share"] = _parse_share("estimate_share", values["estimate_share"])
     config = BatchConfig(**values)
@@ -212,6 +218,24 @@ def _parse_share(name: str, value: Any) -> float:
             f"batch config: `{name}` must be between 0 and 0.5 (got {value})", key=name
         )
     return float(value)
+
+
+def _parse_relevance(value: Any) -> tuple[str, ...]:
+    from mitl.relevance.proxies import PROXIES
+
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(
+            f"batch config: `relevance` must be a list of proxy names (got {value!r})",
+            key="relevance",
+        )
+    unknown = [name for name in value if name not in PROXIES]
+    if unknown or len(set(value)) != len(value):
+        raise ConfigError(
+            f"batch config: `relevance` names proxies among {', '.join(PROXIES)}, each once "
+            f"(got {list(value)!r})",
+            key="relevance",
+        )
+    return tuple(value)
 
 
 def _parse_annotators(value: Any) -> tuple[str, ...]:

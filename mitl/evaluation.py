@@ -153,10 +153,12 @@ METRIC_FAMILIES = (
 )
 
 
-def _display_rank(key: str) -> tuple[int, int, str]:
-    family, _, k = key.partition("@")
+def _display_rank(key: str) -> tuple[str, int, int, str]:
+    # Graded metrics of a proxy ("ndcg@25:cider_d") follow the binary ones, by proxy.
+    name, _, proxy = key.partition(":")
+    family, _, k = name.partition("@")
     rank = METRIC_FAMILIES.index(family) if family in METRIC_FAMILIES else len(METRIC_FAMILIES)
-    return rank, int(k) if k.isdigit() else 0, key
+    return proxy, rank, int(k) if k.isdigit() else 0, key
 
 
 def metric_keys(result: Mapping[str, Mapping[str, Any]]) -> list[str]:

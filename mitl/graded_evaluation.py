@@ -52,11 +52,18 @@ class GradedOptions:
 
 def query_indexes(corpus: CaptionCorpus, release: ReleaseTruth) -> dict[str, np.ndarray]:
     """Return each direction's release queries as corpus indexes (images, captions)."""
-    images = _index_of(corpus.image_ids)
-    captions = _index_of(corpus.caption_ids)
+    return queries_as_indexes(
+        corpus, list(release.positives["i2t"]), list(release.positives["t2i"])
+    )
+
+
+def queries_as_indexes(
+    corpus: CaptionCorpus, image_ids: Sequence[int], caption_ids: Sequence[int]
+) -> dict[str, np.ndarray]:
+    """Return image queries (i2t) and caption queries (t2i) as corpus indexes."""
     return {
-        "i2t": _lookup(images, list(release.positives["i2t"]), "image", "i2t"),
-        "t2i": _lookup(captions, list(release.positives["t2i"]), "caption", "t2i"),
+        "i2t": _lookup(_index_of(corpus.image_ids), image_ids, "image", "i2t"),
+        "t2i": _lookup(_index_of(corpus.caption_ids), caption_ids, "caption", "t2i"),
     }
 
 
@@ -77,18 +84,18 @@ def _lookup(index: Mapping[int, int], ids: Sequence[int], kind: str, direction: 
 def ranked_indexes(
     corpus: CaptionCorpus, release: ReleaseTruth, rankings: RankingsByDirection
 ) -> dict[str, np.ndarray]:
-    """Return each direction's rankings of the release queries as padded corpus indexes."""
+    """Return each direction's rankings of the release queries as corpus indexes, padded
+    with -1 (also the index of a ranked id that is not in the dataset)."""
     targets = {"i2t": _index_of(corpus.caption_ids), "t2i": _index_of(corpus.image_ids)}
-    kinds = {"i2t": "caption", "t2i": "image"}
     result = {}
     for direction in DIRECTIONS:
         lists = [rankings[direction][q] for q in release.positives[direction]]
         width = max(map(len, lists), default=0)
         table = np.full((len(lists), max(width, 1)), -1, dtype=np.int64)
+        index = targets[direction]
         for row, ranking in enumerate(lists):
-            table[row, : len(ranking)] = _lookup(
-                targets[direction], ranking, kinds[direction], direction
-            )
+            # An id outside the dataset holds its rank and gains nothing.
+            table[row, : len(ranking)] = [index.get(target, -1) for target in ranking]
         result[direction] = table
     return result
 
@@ -105,20 +112,38 @@ def relevance_matrices(
     queries = query_indexes(corpus, release)
     if options.source == CROWD:
         return _crowd_matrices(corpus, release, queries)
-    spec = proxy_spec(options.source)
+    return proxy_matrices(
+        corpus, queries, options.source, options.aggregation, cache_dir=cache_dir, progress=progress
+    )
+
+
+def proxy_matrices(
+    corpus: CaptionCorpus,
+    queries: Mapping[str, np.ndarray],
+    proxy_name: str,
+    aggregation: str,
+    *,
+    cache_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> dict[str, np.ndarray]:
+    """Return a proxy's relevance of every corpus item to each query (corpus indexes), per
+    direction, reading and writing the cache."""
+    spec = proxy_spec(proxy_name)
     result: dict[str, np.ndarray] = {}
     proxy = None
     for direction in DIRECTIONS:
-        key = _cache_key(corpus, queries[direction], options, spec.version, direction)
-        path = cache_dir / f"{options.source}-{key}.npy" if cache_dir else None
+        key = _cache_key(corpus, queries[direction], aggregation, spec.version, direction)
+        path = cache_dir / f"{proxy_name}-{key}.npy" if cache_dir else None
         if path is not None and path.is_file():
             result[direction] = np.load(path)
             continue
         if proxy is None:
-            proxy = proxy_build(options.source, corpus.texts, corpus.caption_images)
+            proxy = proxy_build(
+                proxy_name, corpus.texts, corpus.caption_images, cache_dir=cache_dir
+            )
         compute = image_to_captions if direction == "i2t" else caption_to_images
         matrix = compute(
-            proxy, corpus, queries[direction], aggregation=options.aggregation, progress=progress
+            proxy, corpus, queries[direction], aggregation=aggregation, progress=progress
         )
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,10 +155,10 @@ def relevance_matrices(
 
 
 def _cache_key(
-    corpus: CaptionCorpus, queries: np.ndarray, options: GradedOptions, version: int, direction: str
+    corpus: CaptionCorpus, queries: np.ndarray, aggregation: str, version: int, direction: str
 ) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{version}|{options.aggregation}|{direction}|".encode())
+    digest.update(f"{version}|{aggregation}|{direction}|".encode())
     digest.update(corpus.caption_ids.tobytes())
     digest.update(corpus.caption_images.tobytes())
     for text in corpus.texts:
@@ -228,3 +253,27 @@ def format_graded(result: Mapping[str, Any]) -> str:
         cells = ["-" if result[c][key] is None else f"{result[c][key]:.4f}" for c in columns]
         lines.append(f"{key:<{width}}  " + "  ".join(f"{cell:>8}" for cell in cells))
     return "\n".join(lines)
+
+
+LEADERBOARD_METRICS: tuple[str, ...] = ("ndcg@25", "ndcg", "ncs@5", "semantic_recall@5")
+
+
+def leaderboard_graded(
+    release: ReleaseTruth,
+    rankings: RankingsByDirection,
+    corpus: CaptionCorpus,
+    proxies: Sequence[str],
+    *,
+    cache_dir: Path | None = None,
+) -> dict[str, dict[str, float | None]]:
+    """Return per direction the leaderboard's graded metrics of each proxy, keyed
+    "metric:proxy" (e.g. "ndcg@25:cider_d"), with the release's aggregation (mean)."""
+    result: dict[str, dict[str, float | None]] = {d: {} for d in DIRECTIONS}
+    for proxy in proxies:
+        options = GradedOptions(source=proxy)
+        relevance = relevance_matrices(corpus, release, options, cache_dir=cache_dir)
+        graded = graded_evaluate(release, rankings, corpus, relevance, options)
+        for direction in DIRECTIONS:
+            for metric in LEADERBOARD_METRICS:
+                result[direction][f"{metric}:{proxy}"] = graded[direction][metric]
+    return result

@@ -9,13 +9,16 @@ a pair has relevance 1 or more exactly when it is a released positive.
     1  a released positive with score < 0.5 (e.g. an original pair the crowd doubted)
     0  judged, and not a released positive
 
-Pure Python.
+A caption proxy's graded qrels (`proxy_qrels_text`) list each query's most relevant items by
+that proxy (`mitl.relevance`), graded 0-100. Pure Python and numpy.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 TOP_GRADE = 3
 GRADE_THRESHOLDS: tuple[tuple[float, int], ...] = ((0.75, 3), (0.5, 2))
@@ -59,4 +62,38 @@ def qrels_text(positives: PositivesByQuery, scores: Mapping[Pair, float], *, dir
             score = judged.get(query_id, {}).get(doc)
             grade = relevance_grade(is_positive=doc in relevant, score=score)
             lines.append(f"{query_id} 0 {doc} {grade}\n")
+    return "".join(lines)
+
+
+PROXY_QRELS_DEPTH = 100  # items listed per query in a proxy's qrels
+PROXY_GRADE_SCALE = 100  # a proxy's relevance in [0, 1] as an integer grade 0..100
+
+
+def proxy_qrels_file(proxy: str, direction: str) -> str:
+    """Return the file name of a proxy's graded qrels, e.g. qrels_cider_d_i2t.txt."""
+    return f"qrels_{proxy}_{direction}.txt"
+
+
+def proxy_qrels_text(
+    query_ids: Sequence[int],
+    target_ids: Sequence[int],
+    relevance: np.ndarray,
+    *,
+    depth: int = PROXY_QRELS_DEPTH,
+) -> str:
+    """Return graded qrels from a proxy's relevance matrix (queries × targets, in [0, 1]).
+
+    Each query lists its `depth` most relevant targets with a grade above 0 (ties by target
+    order), graded round(100 × relevance): integer grades, as trec_eval and ir_measures
+    read them, that keep the proxy's resolution. Sorted by query then document.
+    """
+    targets = np.asarray(target_ids, dtype=np.int64)
+    grades = np.rint(np.clip(relevance, 0.0, 1.0) * PROXY_GRADE_SCALE).astype(np.int64)
+    depth = min(depth, len(targets))
+    lines: list[str] = []
+    for row, query in sorted(enumerate(query_ids), key=lambda item: item[1]):
+        best = np.argsort(-grades[row], kind="stable")[:depth]
+        kept = best[grades[row, best] > 0]
+        order = np.argsort(targets[kept], kind="stable")
+        lines.extend(f"{query} 0 {targets[t]} {grades[row, t]}\n" for t in kept[order])
     return "".join(lines)

@@ -105,13 +105,12 @@ def caption_to_images(
     cols = corpus.by_image
     block = max(1, BLOCK_PAIRS // max(len(cols), 1))
     out = np.zeros((len(queries), len(corpus.image_ids)), dtype=np.float32)
+    column_of = np.empty(len(cols), dtype=np.int64)
+    column_of[cols] = np.arange(len(cols))  # where each caption sits among the columns
     for start in range(0, len(queries), block):
         rows = np.asarray(queries[start : start + block])
         scores = proxy.matrix(rows, cols)
-        own = np.flatnonzero(np.isin(cols, rows))
-        position = {int(c): k for k, c in enumerate(rows)}
-        for col in own:
-            scores[position[int(cols[col])], col] = 1.0  # a caption counts as itself
+        scores[np.arange(len(rows)), column_of[rows]] = 1.0  # a caption counts as itself
         out[start : start + len(rows)] = _reduce(scores, corpus.starts, aggregation)
         if progress:
             progress(min(start + block, len(queries)), len(queries))

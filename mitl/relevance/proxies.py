@@ -2,8 +2,10 @@
 
 Every proxy reads the same list of texts (a dataset's captions, plus any others) once, then
 scores candidates against references by position: `matrix(rows, cols)` is a dense float32
-block, `pairs(left, right)` one value per pair. Values lie in [0, 1] and a caption scores 1
-against itself (CIDEr-D is divided by 10). `version` changes whenever a proxy's values
+block, `pairs(left, right)` one value per pair. Values lie in [0, 1] (CIDEr-D is divided by
+10) and a caption scores 1 against itself, except under CIDEr-D when it has fewer than four
+words (the n-gram orders it lacks count 0); image relevance (`mitl.relevance.images`)
+counts a caption's own pair as 1 whatever the proxy. `version` changes whenever a proxy's values
 change, so cached matrices (`mitl.services.relevance`) are never reused across versions.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -28,7 +31,7 @@ class CaptionProxy(Protocol):
     def pairs(self, left: np.ndarray, right: np.ndarray) -> np.ndarray: ...
 
 
-Build = Callable[[Sequence[str], Sequence[int] | None], CaptionProxy]
+Build = Callable[[Sequence[str], Sequence[int] | None, Path | None], CaptionProxy]
 
 
 @dataclass(frozen=True)
@@ -46,31 +49,31 @@ PROXIES: dict[str, ProxySpec] = {
     for spec in (
         ProxySpec(
             "bow", 1, True, "", "IoU of the word sets, stop words left out (Wray et al.)",
-            lambda texts, groups: SetOverlap(texts, bow_items),
+            lambda texts, groups, cache: SetOverlap(texts, bow_items),
         ),
         ProxySpec(
             "pos", 1, True, "WordNet", "IoU of noun and verb lemmas, 0.5 each (Wray et al.)",
-            lambda texts, groups: SetOverlap(texts, pos_items),
+            lambda texts, groups, cache: SetOverlap(texts, pos_items),
         ),
         ProxySpec(
             "synset", 1, True, "WordNet", "IoU of noun and verb WordNet synsets (Wray et al.)",
-            lambda texts, groups: SetOverlap(texts, synset_items),
+            lambda texts, groups, cache: SetOverlap(texts, synset_items),
         ),
         ProxySpec(
             "meteor", 1, False, "Java", "METEOR 1.5 (pycocoevalcap's jar; Wray et al.)",
-            lambda texts, groups: Meteor(texts),
+            lambda texts, groups, cache: Meteor(texts),
         ),
         ProxySpec(
             "rouge_l", 1, True, "", "ROUGE-L F, beta 1.2 (Messina et al.)",
-            lambda texts, groups: RougeL(texts),
+            lambda texts, groups, cache: RougeL(texts),
         ),
         ProxySpec(
             "cider_d", 1, True, "", "CIDEr-D / 10, idf over images (Biten et al.)",
-            lambda texts, groups: CiderD(texts, groups),
+            lambda texts, groups, cache: CiderD(texts, groups),
         ),
         ProxySpec(
             "minilm", 1, True, "", "cosine of all-MiniLM-L6-v2 sentence embeddings",
-            lambda texts, groups: MiniLMCosine(texts),
+            lambda texts, groups, cache: MiniLMCosine(texts, cache_dir=cache),
         ),
     )
 }  # fmt: skip
@@ -91,7 +94,12 @@ def proxy_spec(name: str) -> ProxySpec:
 
 
 def proxy_build(
-    name: str, texts: Sequence[str], groups: Sequence[int] | None = None
+    name: str,
+    texts: Sequence[str],
+    groups: Sequence[int] | None = None,
+    *,
+    cache_dir: Path | None = None,
 ) -> CaptionProxy:
-    """Build the named proxy over the texts (`groups`: each text's image, for CIDEr-D's idf)."""
-    return proxy_spec(name).build(texts, groups)
+    """Build the named proxy over the texts (`groups`: each text's image, for CIDEr-D's idf;
+    `cache_dir`: where sentence embeddings of the same texts are kept between runs)."""
+    return proxy_spec(name).build(texts, groups, cache_dir)

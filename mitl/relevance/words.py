@@ -10,9 +10,9 @@ Part of speech
     takes the part of speech whose senses the SemCor corpus saw most often (WordNet's sense
     counts, `cntlist.rev`), nouns first on a tie or when no sense was counted, and a noun
     when WordNet does not know it (names, typos). Captions add one rule: a word in "-ing"
-    that WordNet knows as a verb is a verb unless a determiner comes right before it
-    ("a man riding a horse", but "a riding lesson"). Only nouns and verbs are kept, as
-    Wray et al. (2021) do.
+    that WordNet knows as a verb is a verb ("a man riding a horse"), unless a determiner
+    comes right before it and WordNet knows the word as a noun ("a riding lesson"). Only
+    nouns and verbs are kept, as Wray et al. (2021) do.
 
 Synsets
     A content word's synset is its lemma's first (most frequent) sense in its part of
@@ -73,7 +73,9 @@ def content_words(text: str) -> list[tuple[str, str]]:
 def tag_word(word: str, *, after_determiner: bool = False) -> tuple[str, str]:
     """Return (lemma, part of speech: n, v, a or r) of one lower-case word."""
     wn = wordnet()
-    if word.endswith("ing") and not after_determiner:
+    if word.endswith("ing"):
+        if after_determiner and wn.synsets(word, NOUN):
+            return word, NOUN
         verb = wn.morphy(word, VERB)
         if verb is not None:
             return verb, VERB

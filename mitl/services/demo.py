@@ -47,6 +47,8 @@ DEMO_ACCOUNTS = {"admin": True, "annotator1": False, "annotator2": False}  # nam
 DEMO_BUDGET = 11_000
 ADAPTIVE_SETTINGS = {"strategy": "adaptive", "adjudication": "learned", "assignments_per_hit": 2}
 FIXED_SETTINGS = {"strategy": "fixed", "k": 5}
+# The release carries graded qrels of two cheap caption proxies (docs/relevance.md).
+DEMO_RELEVANCE = ["bow", "cider_d"]
 
 # Flagged work is rejected and re-posted for other workers, as an admin would.
 REJECTION_FEEDBACK = "A golden pair was answered wrongly."
@@ -105,6 +107,7 @@ def demo_run(
             "n_caption_queries": n_queries,
             "assignments_per_hit": assignments_per_hit,
             "seed": seed,
+            "relevance": DEMO_RELEVANCE,
             **(
                 {**ADAPTIVE_SETTINGS, "budget_judgements": budget}
                 if strategy == "adaptive"

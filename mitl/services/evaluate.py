@@ -4,13 +4,15 @@ The metrics come from `mitl.evaluation` over the release's directory. The releas
 gives the caption split (captions in import order, each with its own image; the COCO 1K
 folds take the images in order of first appearance, so a COCO annotations file's
 interleaved captions fold as its Karpathy file does), so rankings of every caption and
-image also get the COCO 1K/5K recalls.
+image also get the COCO 1K/5K recalls. A release that carries proxy qrels (its manifest's
+`relevance`) adds graded metrics per proxy ("ndcg@25:cider_d", …; `mitl.graded_evaluation`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
@@ -24,7 +26,9 @@ from mitl.evaluation_inputs import (
     rankings_sha256,
     release_load,
 )
+from mitl.graded_evaluation import leaderboard_graded
 from mitl.leaderboard import Agreement, metric_agreement
+from mitl.services.relevance import dataset_corpus
 
 MODEL_NAME_MAX = Evaluation._meta.get_field("model_name").max_length
 
@@ -78,6 +82,17 @@ def evaluation_submit(
         if _ranks_beyond_queries(truth.positives, rankings):
             split = caption_split_of(dataset=release.dataset)
         metrics = evaluate(truth, rankings, split=split)
+        proxies = (release.manifest.get("relevance") or {}).get("proxies") or []
+        if proxies:
+            graded = leaderboard_graded(
+                truth,
+                rankings,
+                dataset_corpus(release.dataset).corpus,
+                proxies,
+                cache_dir=settings.RELEVANCE_CACHE_DIR,
+            )
+            for direction in DIRECTIONS:
+                metrics[direction].update(graded[direction])
     except EvaluationError as exc:
         raise ServiceError(str(exc)) from None
     with transaction.atomic():

@@ -16,7 +16,7 @@ it again resumes where it stopped. An admin may cancel a batch before it is rele
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.db import transaction
@@ -236,7 +236,7 @@ def stage_advance(
                 return round_advance(batch=batch)
             # A retry after the release was written (before the state moved) adds no v2.
             if not Release.objects.filter(batches=batch).exists():
-                release_create(batch=batch, config=config)
+                release_create(batch=batch, config=config, progress=_blocks_into(tracker))
     except Exception as exc:
         # Only while the stage is current: a twin that lost a race must not mark a batch
         # that has already moved on as failed.
@@ -245,6 +245,17 @@ def stage_advance(
     tables_analyze(*STAGE_WRITES[stage])
     moved = Batch.objects.filter(pk=batch_id, state=stage).update(state=next_state(stage), error="")
     return bool(moved)
+
+
+def _blocks_into(tracker: StageTracker) -> Callable[[int, int], None]:
+    """Report blocks of work (relevance matrices of the release) as the stage's progress."""
+
+    def report(done: int, total: int) -> None:
+        if tracker.total != total:
+            tracker.start(total)
+        tracker.update(done)
+
+    return report
 
 
 def _retrieval_dispatch(batch: Batch, config: BatchConfig, tracker: StageTracker) -> None:

@@ -36,7 +36,7 @@ from mitl.bias_html import render_bias_html
 from mitl.config import BatchConfig
 from mitl.datasheet import datasheet_markdown
 from mitl.judgements import Level, mask_to_shortcomings, mask_to_wrong_concepts
-from mitl.qrels import qrels_text
+from mitl.qrels import proxy_qrels_file, qrels_text
 from mitl.release_files import (
     DATASHEET_FILE,
     QRELS_I2T_FILE,
@@ -47,11 +47,13 @@ from mitl.release_files import (
     positives_by_query,
     write_release_dir,
 )
+from mitl.relevance.images import Progress
 
 from .aggregate import human_set_name
 from .bias import bias_report_build
 from .curation import REPORT_KEY as CURATION_REPORT
 from .diversity import DIVERSITY_FILE
+from .relevance import RELEASE_AGGREGATION, proxy_qrels_files
 
 BIAS_HTML_FILE = "bias_report.html"
 BIAS_JSON_FILE = "bias_report.json"
@@ -68,17 +70,24 @@ def release_create(
     name: str | None = None,
     include_sets: Sequence[str] = (),
     extra_files: Mapping[str, str] | None = None,
+    relevance: Sequence[str] | None = None,
+    progress: Progress | None = None,
 ) -> Release:
     """Write a new version of release `name` (default: the dataset's name) for the batch.
 
     The positives are the original set ∪ the batch's human verdicts ∪ each imported set
     named in `include_sets`, without invalid captions. `extra_files` maps further file
     names (e.g. "bias_report.html") to their text; they join the release and its zip.
+    `relevance` (default: the config's) names caption proxies whose graded qrels the
+    release carries (qrels_<proxy>_i2t.txt, qrels_<proxy>_t2i.txt); their matrices are
+    computed in blocks (`progress`) and cached for the leaderboard's graded metrics.
     """
     name = name or batch.dataset.name
     imported = _imported_sets(batch, include_sets)
     extra_files = dict(extra_files or {})
-    clashing = sorted(set(extra_files) & GENERATED_FILES)
+    proxies = list(config.relevance if relevance is None else relevance)
+    generated = GENERATED_FILES | {proxy_qrels_file(p, d) for p in proxies for d in ("i2t", "t2i")}
+    clashing = sorted(set(extra_files) & generated)
     if clashing:
         raise ServiceError(f"extra release file {clashing[0]!r} would replace a generated file")
     sources = [ORIGINAL_SET, human_set_name(batch), *imported]
@@ -132,9 +141,12 @@ def release_create(
     if bias is not None:
         reports[BIAS_JSON_FILE] = bias
         extra_files[BIAS_HTML_FILE] = render_bias_html(bias, standalone=True)
+    if proxies:
+        manifest["relevance"] = {"proxies": proxies, "aggregation": RELEASE_AGGREGATION}
     text_files = {
         QRELS_I2T_FILE: qrels_text(i2t, scores, direction="i2t"),
         QRELS_T2I_FILE: qrels_text(t2i, scores, direction="t2i"),
+        **proxy_qrels_files(batch.dataset, proxies, list(i2t), list(t2i), progress),
         **extra_files,
         DATASHEET_FILE: datasheet_markdown(manifest, stats, extra_files=sorted(extra_files)),
     }

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchState
 from mitl.config import batch_config
+from mitl.relevance.proxies import PROXIES
 from mitl.services.release import release_create
 
 
@@ -16,8 +17,8 @@ class Command(BaseCommand):
         "Write a new version of a release for an aggregated (released) batch: "
         "RELEASES_DIR/NAME/VERSION/ with image_to_caption.json, caption_to_image.json "
         "(ECCV Caption format), judgements.jsonl, verdicts.csv, graded qrels "
-        "(qrels_i2t.txt, qrels_t2i.txt), stats.json, a README.md datasheet and "
-        "manifest.json, plus the same files zipped as RELEASES_DIR/NAME/VERSION.zip. "
+        "(qrels_i2t.txt, qrels_t2i.txt, and per --relevance proxy), stats.json, a README.md "
+        "datasheet and manifest.json, plus the same files zipped as RELEASES_DIR/NAME/VERSION.zip. "
         "Positives: original ∪ the batch's verdicts ∪ each --include-set, without invalid "
         "captions."
     )
@@ -40,6 +41,14 @@ class Command(BaseCommand):
             dest="extra_files",
             metavar="PATH",
             help="add a text file (e.g. bias_report.html) to the release (repeatable)",
+        )
+        parser.add_argument(
+            "--relevance",
+            action="append",
+            choices=list(PROXIES),
+            metavar="PROXY",
+            help="add graded qrels of a caption proxy (qrels_PROXY_i2t.txt, qrels_PROXY_t2i.txt; "
+            f"repeatable; one of {', '.join(PROXIES)}); default: the batch config's `relevance`",
         )
 
     def handle(self, *args: object, **options: Any) -> None:
@@ -65,7 +74,14 @@ class Command(BaseCommand):
                 name=options["name"],
                 include_sets=options["include_sets"],
                 extra_files=extra_files,
+                relevance=options["relevance"],
+                progress=self._progress if options["relevance"] else None,
             )
-        except (ServiceError, ValueError) as exc:
+        except (ServiceError, ValueError, RuntimeError) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"release {release.name} v{release.version}: {release.path}")
+
+    def _progress(self, done: int, total: int) -> None:
+        self.stderr.write(f"relevance matrices: {done}/{total} queries", ending="\r")
+        if done == total:
+            self.stderr.write("")

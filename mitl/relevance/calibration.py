@@ -1,0 +1,258 @@
+"""How far each relevance proxy agrees with people, and a calibrated combination of them.
+
+Pure Python, numpy, scipy and scikit-learn.
+
+Ratings are pairs with a human score: Crisscrossed Captions' image–caption ratings (SITS,
+0–5, read by `read_sits`), its caption–caption ratings (STS, `read_sts`), or the crowd's
+answers on the platform (4 levels: 3 = "100% YES" down to 0 = "100% NO", averaged per pair).
+A proxy scores an image–caption pair through `mitl.relevance.images.pair_relevance` (both
+aggregations are features) and a caption–caption pair directly (the first caption is the
+candidate).
+
+`correlation_table` reports Pearson, Spearman and Kendall (tau-b) for all pairs and for the
+pairs that are not ground truth (a caption with an image other than its own; for STS,
+captions of different images): a proxy can look good only because ground-truth pairs are
+easy. `fit_combination` fits gradient-boosted trees on every proxy feature and scores each
+pair out of fold, with folds that split by image (every pair of an image falls in one fold),
+so no image is both fitted and scored.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from mitl.relevance.images import AGGREGATIONS, CaptionCorpus, pair_relevance
+from mitl.relevance.proxies import CaptionProxy
+
+_SENTENCE = re.compile(r"^COCO_[a-z]+[0-9]*:sentid:([0-9]+)$")
+FOLDS = 5
+COMBINATION = "combination"
+
+
+class RatingsError(ValueError):
+    """A ratings file that cannot be read against the corpus; the message says why."""
+
+
+@dataclass(frozen=True, eq=False)
+class Ratings:
+    """Human-rated pairs: `left` caption indexes against `right` image (or caption) indexes."""
+
+    source: str
+    kind: str  # "image" (image–caption pairs) or "caption" (caption–caption pairs)
+    left: np.ndarray
+    right: np.ndarray
+    score: np.ndarray
+    ground_truth: np.ndarray  # bool: the pair is one of the dataset's own links
+    groups: np.ndarray  # image index the pair belongs to, for folds that split by image
+
+
+def _caption_index(corpus: CaptionCorpus) -> dict[int, int]:
+    return {int(c): i for i, c in enumerate(corpus.caption_ids)}
+
+
+def _sentence(value: str, path: Path, line: int, index: Mapping[int, int]) -> int:
+    match = _SENTENCE.match(value.strip())
+    if match is None:
+        raise RatingsError(
+            f"{path}:{line}: expected a caption written COCO_<split>:sentid:<id>, got {value!r}"
+        )
+    caption = index.get(int(match.group(1)))
+    if caption is None:
+        raise RatingsError(f"{path}:{line}: caption {match.group(1)} is not in the dataset")
+    return caption
+
+
+def _rows(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
+            if missing:
+                raise RatingsError(f"{path}:1: missing columns {', '.join(missing)}")
+            return [(line, row) for line, row in enumerate(reader, start=2)]
+    except OSError as exc:
+        raise RatingsError(f"{path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise RatingsError(f"{path}: not a readable CSV file ({exc})") from None
+
+
+def _score(value: str, path: Path, line: int) -> float:
+    try:
+        score = float(value)
+    except ValueError:
+        raise RatingsError(f"{path}:{line}: agg_score must be a number, got {value!r}") from None
+    if not np.isfinite(score):
+        raise RatingsError(f"{path}:{line}: agg_score must be finite, got {value!r}")
+    return score
+
+
+def read_sits(path: Path, corpus: CaptionCorpus, image_files: Mapping[str, int]) -> Ratings:
+    """Read CxC's image–caption ratings (`caption,image,agg_score,sampling_method`).
+
+    `image_files` maps an image's file name to its image id (the dataset's captions file).
+    """
+    captions = _caption_index(corpus)
+    images = {int(i): k for k, i in enumerate(corpus.image_ids)}
+    left, right, score = [], [], []
+    for line, row in _rows(path, ("caption", "image", "agg_score")):
+        caption = _sentence(row["caption"], path, line, captions)
+        image_id = image_files.get(row["image"].strip())
+        if image_id is None or image_id not in images:
+            raise RatingsError(f"{path}:{line}: image {row['image']!r} is not in the dataset")
+        left.append(caption)
+        right.append(images[image_id])
+        score.append(_score(row["agg_score"], path, line))
+    left_a, right_a = np.array(left, dtype=np.int64), np.array(right, dtype=np.int64)
+    return Ratings(
+        source="sits",
+        kind="image",
+        left=left_a,
+        right=right_a,
+        score=np.array(score),
+        ground_truth=corpus.image_of[left_a] == right_a,
+        groups=right_a,
+    )
+
+
+def read_sts(path: Path, corpus: CaptionCorpus) -> Ratings:
+    """Read CxC's caption–caption ratings (`caption1,caption2,agg_score,sampling_method`)."""
+    captions = _caption_index(corpus)
+    left, right, score = [], [], []
+    for line, row in _rows(path, ("caption1", "caption2", "agg_score")):
+        left.append(_sentence(row["caption1"], path, line, captions))
+        right.append(_sentence(row["caption2"], path, line, captions))
+        score.append(_score(row["agg_score"], path, line))
+    left_a, right_a = np.array(left, dtype=np.int64), np.array(right, dtype=np.int64)
+    return Ratings(
+        source="sts",
+        kind="caption",
+        left=left_a,
+        right=right_a,
+        score=np.array(score),
+        ground_truth=corpus.image_of[left_a] == corpus.image_of[right_a],
+        groups=corpus.image_of[left_a],
+    )
+
+
+def proxy_features(
+    ratings: Ratings, corpus: CaptionCorpus, proxies: Mapping[str, CaptionProxy]
+) -> dict[str, np.ndarray]:
+    """Return each proxy's score of every rated pair; image pairs get one per aggregation."""
+    features: dict[str, np.ndarray] = {}
+    for name, proxy in proxies.items():
+        if ratings.kind == "caption":
+            features[name] = proxy.pairs(ratings.left, ratings.right).astype(np.float64)
+            continue
+        for aggregation in AGGREGATIONS:
+            values = pair_relevance(
+                proxy, corpus, ratings.left, ratings.right, aggregation=aggregation
+            )
+            features[f"{name}/{aggregation}"] = values.astype(np.float64)
+    return features
+
+
+def context_features(
+    ratings: Ratings, corpus: CaptionCorpus, vectors: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Return sentence-embedding context of each rated pair (unit-norm caption `vectors`).
+
+    An image is the normalised mean of its captions' embeddings (its centroid). Image pairs:
+    the caption against the image's centroid, the caption's own image against the image
+    (how alike the two images read), and where the image ranks among every image for the
+    caption (share of images below it, and its gap to the best one). Caption pairs: the two
+    captions' own images against each other, and each caption against the other's image.
+    """
+    sums = np.zeros((len(corpus.image_ids), vectors.shape[1]))
+    np.add.at(sums, corpus.image_of, vectors)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    centroids = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
+    left = vectors[ratings.left]
+    own = centroids[corpus.image_of[ratings.left]]
+    if ratings.kind == "caption":
+        other = centroids[corpus.image_of[ratings.right]]
+        return {
+            "context/images": np.einsum("ij,ij->i", own, other),
+            "context/left_to_right_image": np.einsum("ij,ij->i", left, other),
+            "context/right_to_left_image": np.einsum("ij,ij->i", vectors[ratings.right], own),
+        }
+    target = centroids[ratings.right]
+    to_target = np.einsum("ij,ij->i", left, target)
+    below = np.zeros(len(left))
+    best = np.zeros(len(left))
+    for start in range(0, len(left), 4096):
+        scores = left[start : start + 4096] @ centroids.T
+        below[start : start + 4096] = (scores < to_target[start : start + 4096, None]).mean(axis=1)
+        best[start : start + 4096] = scores.max(axis=1)
+    return {
+        "context/centroid": to_target,
+        "context/images": np.einsum("ij,ij->i", own, target),
+        "context/rank_share": below,
+        "context/gap_to_best": best - to_target,
+    }
+
+
+def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
+    """Return Pearson, Spearman and Kendall tau-b of x and y (None when undefined)."""
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return {"pearson": None, "spearman": None, "kendall": None}
+    return {
+        "pearson": float(stats.pearsonr(x, y).statistic),
+        "spearman": float(stats.spearmanr(x, y).statistic),
+        "kendall": float(stats.kendalltau(x, y).statistic),
+    }
+
+
+def correlation_table(
+    features: Mapping[str, np.ndarray], ratings: Ratings
+) -> list[dict[str, object]]:
+    """Return one row per feature: its correlations over all pairs and non-ground-truth pairs."""
+    other = ~ratings.ground_truth
+    table = []
+    for name, values in features.items():
+        table.append(
+            {
+                "proxy": name,
+                "all": correlations(values, ratings.score),
+                "non_gt": correlations(values[other], ratings.score[other]),
+                "pairs": len(values),
+                "non_gt_pairs": int(other.sum()),
+            }
+        )
+    return table
+
+
+def fit_combination(
+    features: Mapping[str, np.ndarray], ratings: Ratings, *, seed: int = 0
+) -> np.ndarray:
+    """Return out-of-fold predictions of the ratings from every feature (folds by image)."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.model_selection import GroupKFold
+
+    x = np.column_stack([features[name] for name in sorted(features)])
+    y = ratings.score
+    predictions = np.zeros(len(y))
+    folds = GroupKFold(n_splits=min(FOLDS, len(np.unique(ratings.groups))))
+    for fit_rows, score_rows in folds.split(x, y, groups=ratings.groups):
+        model = HistGradientBoostingRegressor(
+            max_iter=300, learning_rate=0.05, max_leaf_nodes=15, random_state=seed
+        )
+        model.fit(x[fit_rows], y[fit_rows])
+        predictions[score_rows] = model.predict(x[score_rows])
+    return predictions
+
+
+def recommend(table: Sequence[Mapping[str, object]]) -> str:
+    """Return the name of the row with the highest Pearson over non-ground-truth pairs."""
+
+    def key(row: Mapping[str, object]) -> float:
+        value = row["non_gt"]["pearson"]  # type: ignore[index]
+        return -1.0 if value is None else float(value)
+
+    return str(max(table, key=key)["proxy"])
