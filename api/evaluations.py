@@ -22,7 +22,8 @@ from .parsers import JSONParser, size_text
 
 METRICS_HELP = (
     '{"i2t": {"recall@1": …, "r_precision": …, "map_at_r": …, "ndcg@10": …, "queries": …}, '
-    '"t2i": {…}}; a metric over no query is null.'
+    '"t2i": {…}}; a metric over no query is null. A release with proxy qrels adds graded '
+    'metrics per proxy, e.g. "ndcg@25:cider_d", "ncs@5:cider_d" (docs/relevance.md).'
 )
 
 

@@ -35,7 +35,7 @@ pos is skipped. Ends with one JSON line:
      "ratio", ...}}, "queries": {"i2t": n, "t2i": n}, "corpus": {...}}
 
 Usage: python benchmarks/bench_relevance.py [--proxies bow,pos,...] [--sample 20]
-       [--sample-slow 4]   (about 8 minutes on 2 cores, most of it MiniLM encoding)
+       [--sample-slow 4]   (about 6 minutes on 2 cores, most of it MiniLM encoding)
 """
 
 from __future__ import annotations

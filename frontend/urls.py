@@ -44,6 +44,7 @@ urlpatterns = [
     path("datasets/", datasets.dataset_list, name="datasets"),
     path("datasets/upload/", datasets.dataset_upload, name="dataset-upload"),
     path("datasets/<int:dataset_id>/", datasets.dataset_detail, name="dataset"),
+    path("datasets/<int:dataset_id>/relevance/", datasets.relevance_page, name="dataset-relevance"),
     path("imports/<int:job_id>/", datasets.import_job_page, name="import-job"),
     path("imports/<int:job_id>/status/", datasets.import_job_status, name="import-job-status"),
     path("batches/new/", wizard.batch_new, name="batch-new"),

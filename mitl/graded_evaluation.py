@@ -18,6 +18,7 @@ directions as Wray et al. (eq. 3) average nDCG.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,7 +148,7 @@ def proxy_matrices(
         )
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial.npy")
+            partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.npy")
             np.save(partial, matrix)
             partial.replace(path)  # never a half-written cache entry
         result[direction] = matrix

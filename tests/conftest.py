@@ -19,6 +19,7 @@ def _isolated_storage(settings, tmp_path: Path) -> None:
     """Keep media and releases of every test inside its own temporary folder."""
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.RELEASES_DIR = tmp_path / "releases"
+    settings.RELEVANCE_CACHE_DIR = tmp_path / "relevance"
 
 
 @pytest.fixture(autouse=True)

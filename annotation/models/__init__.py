@@ -24,7 +24,7 @@ from .dataset import (
 )
 from .imports import ImportJob, ImportKind, ImportStatus
 from .leases import LeaseState, TaskLease
-from .results import Evaluation, Release, Verdict
+from .results import Evaluation, Release, RelevanceCalibration, Verdict
 from .work import (
     HIT,
     Assignment,
@@ -70,6 +70,7 @@ __all__ = [
     "Query",
     "Ranking",
     "Release",
+    "RelevanceCalibration",
     "TaskLease",
     "Verdict",
     "Worker",

@@ -81,3 +81,19 @@ class Evaluation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_name} on {self.release}"
+
+
+class RelevanceCalibration(models.Model):
+    """A `relevance_calibrate` report of a dataset: how each proxy agrees with people."""
+
+    dataset = models.ForeignKey(
+        Dataset, on_delete=models.CASCADE, related_name="relevance_calibrations"
+    )
+    report = models.JSONField(
+        help_text="Per ratings source (crowd, sits, sts): pairs, the correlation table and "
+        "the recommended proxy (mitl.services.relevance_calibration)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"relevance calibration of {self.dataset} ({self.created_at:%Y-%m-%d})"

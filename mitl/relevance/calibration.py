@@ -12,9 +12,10 @@ candidate).
 `correlation_table` reports Pearson, Spearman and Kendall (tau-b) for all pairs and for the
 pairs that are not ground truth (a caption with an image other than its own; for STS,
 captions of different images): a proxy can look good only because ground-truth pairs are
-easy. `fit_combination` fits gradient-boosted trees on every proxy feature and scores each
-pair out of fold, with folds that split by image (every pair of an image falls in one fold),
-so no image is both fitted and scored.
+easy. `fit_combination` fits gradient-boosted trees on every proxy feature (and, with the
+MiniLM embeddings, the context of `context_features`) and scores each pair out of fold, with
+folds that split by image (every pair of an image falls in one fold), so no image is both
+fitted and scored.
 """
 
 from __future__ import annotations

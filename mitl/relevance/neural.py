@@ -5,6 +5,7 @@ relevance in [0, 1]."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def embed(texts: Sequence[str], *, cache_dir: Path | None = None) -> np.ndarray:
     vectors = normalize(model.encode(list(texts), batch_size=BATCH_SIZE, convert_to_numpy=True))
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(".partial.npy")
+        partial = cached.with_name(f"{cached.stem}.{os.getpid()}.partial.npy")
         np.save(partial, vectors)
         partial.replace(cached)
     return vectors

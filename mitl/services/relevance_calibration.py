@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from annotation.models import AssignmentStatus, Dataset, Judgement
+from annotation.models import AssignmentStatus, Dataset, Judgement, RelevanceCalibration
 from mitl.judgements import Level
 from mitl.relevance.calibration import (
     COMBINATION,
     Ratings,
+    context_features,
     correlation_table,
     correlations,
     fit_combination,
@@ -108,6 +109,9 @@ def calibration_report(
         say(f"scoring {len(ratings.score):,} {ratings.source} pairs")
         features = proxy_features(ratings, data.corpus, built)
         table = correlation_table(features, ratings)
+        if "minilm" in built:  # the combination also reads how alike the images' captions are
+            vectors = built["minilm"].vectors  # type: ignore[attr-defined]
+            features.update(context_features(ratings, data.corpus, vectors))
         if combination and len(features) > 1:
             say(f"fitting the combination on {ratings.source} (folds by image)")
             predicted = fit_combination(features, ratings)
@@ -175,3 +179,13 @@ def format_report(report: dict[str, Any]) -> str:
 
 def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def calibration_save(dataset: Dataset, report: dict[str, Any]) -> RelevanceCalibration:
+    """Store a report for the dataset's relevance page (the newest is shown)."""
+    return RelevanceCalibration.objects.create(dataset=dataset, report=report)
+
+
+def latest_calibration(dataset: Dataset) -> RelevanceCalibration | None:
+    """Return the dataset's newest calibration report, or None."""
+    return dataset.relevance_calibrations.order_by("-created_at", "-pk").first()

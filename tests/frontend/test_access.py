@@ -211,6 +211,7 @@ PAGES = [
     Page("frontend:datasets", STAFF_ONLY),
     Page("frontend:dataset-upload", STAFF_ONLY),
     Page("frontend:dataset", STAFF_ONLY, ("dataset",)),
+    Page("frontend:dataset-relevance", STAFF_ONLY, ("dataset",)),
     Page("frontend:import-job", STAFF_ONLY, ("job",)),
     Page("frontend:import-job-status", STAFF_ONLY, ("job",)),
     # Accounts (config/urls.py): logging in is public; Django's own pages keep Django's rules.

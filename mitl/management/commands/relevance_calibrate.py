@@ -15,6 +15,7 @@ from mitl.relevance.wordnet import WordNetMissing
 from mitl.services.relevance import DatasetCorpus, dataset_corpus
 from mitl.services.relevance_calibration import (
     calibration_report,
+    calibration_save,
     default_proxies,
     format_report,
 )
@@ -27,7 +28,8 @@ class Command(BaseCommand):
         "dataset with judged pairs), Crisscrossed Captions' image–caption ratings (--sits) and "
         "caption–caption ratings (--sts), over all pairs and over non-ground-truth pairs, plus "
         "a calibrated combination of the proxies scored out of fold (folds split by image). "
-        "DATASET is a dataset name or a captions TSV (caption_id image_id file_name caption). "
+        "DATASET is a dataset name (the report is then kept for the dataset's relevance page) "
+        "or a captions TSV (caption_id image_id file_name caption). "
         "Example: relevance_calibrate ../shared/data/coco5k/captions.tsv "
         "--sits ../shared/data/cxc/sits_test.csv --sts ../shared/data/cxc/sts_test.csv"
     )
@@ -77,6 +79,8 @@ class Command(BaseCommand):
                 "no ratings to calibrate against: the dataset has no judged pairs; give --sits "
                 "and/or --sts"
             )
+        if data.dataset is not None:
+            calibration_save(data.dataset, report)
         if options["out"]:
             Path(str(options["out"])).write_text(json.dumps(report, indent=2) + "\n")
         if quiet:
@@ -85,12 +89,12 @@ class Command(BaseCommand):
             self.stdout.write(format_report(report))
 
     def _corpus(self, name: str) -> DatasetCorpus:
-        dataset = Dataset.objects.filter(name=name).first()
-        if dataset is not None:
-            return dataset_corpus(dataset)
         path = Path(name)
-        if not path.is_file():
-            raise CommandError(f"{name} is neither a dataset name nor a captions TSV file")
+        if not path.is_file():  # dataset names are slugs: never the name of a file
+            dataset = Dataset.objects.filter(name=name).first()
+            if dataset is None:
+                raise CommandError(f"{name} is neither a dataset name nor a captions TSV file")
+            return dataset_corpus(dataset)
         try:
             rows = parse_captions_tsv(path)
         except ImportFileError as exc:
