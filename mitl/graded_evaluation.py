@@ -10,9 +10,10 @@ evaluation of the same release reads them back.
 
 Output: {"source", "aggregation", "i2t": {...}, "t2i": {...}, "mean": {...}} with per
 direction `ndcg@25` (linear gains), `ndcg` (whole ranking, 2^rel - 1 gains), `ncs@K`,
-`semantic_recall@K` (threshold `threshold`) and `recall@K_lower` / `recall@K_upper`
+`semantic_recall@K` (threshold `threshold`) with `semantic_queries` (the queries it counts:
+those with an item at the threshold) and `recall@K_lower` / `recall@K_upper`
 (near-duplicates at `near_duplicate`), and in `mean` every metric averaged over the two
-directions as Wray et al. (eq. 3) average nDCG.
+directions as Wray et al. (eq. 3) average nDCG (`semantic_queries`: their sum).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from mitl.relevance.images import (
 from mitl.relevance.proxies import proxy_build, proxy_spec
 
 CROWD = "crowd"
+COUNT_KEY = "semantic_queries"
 NDCG_K = 25
 KS: tuple[int, ...] = (1, 5, 10)
 
@@ -229,13 +231,26 @@ def graded_evaluate(
         for k in options.ks:
             hits = semantic_recall(rel, rows, k, threshold=options.threshold)
             values[f"semantic_recall@{k}"] = query_mean(hits)
+        # How many queries semantic recall counts: those with an item at the threshold.
+        values["semantic_queries"] = int((rel >= options.threshold).any(axis=1).sum())
         for k in options.ks:
             lower, upper = recall_limits(rel, rows, truth, k, threshold=options.near_duplicate)
             values[f"recall@{k}_lower"] = query_mean(lower)
             values[f"recall@{k}_upper"] = query_mean(upper)
         result[direction] = values
-    result["mean"] = {key: _mean(result["i2t"][key], result["t2i"][key]) for key in result["i2t"]}
+    result["mean"] = {
+        key: _mean(result["i2t"][key], result["t2i"][key])
+        for key in result["i2t"]
+        if key != COUNT_KEY
+    }
+    result["mean"][COUNT_KEY] = result["i2t"][COUNT_KEY] + result["t2i"][COUNT_KEY]
     return result
+
+
+def _cell(value: float | None, *, count: bool) -> str:
+    if value is None:
+        return "-"
+    return str(round(value)) if count else f"{value:.4f}"
 
 
 def _mean(a: float | None, b: float | None) -> float | None:
@@ -251,7 +266,7 @@ def format_graded(result: Mapping[str, Any]) -> str:
     width = max(map(len, keys))
     lines.append(f"{'metric':<{width}}  " + "  ".join(f"{c:>8}" for c in columns))
     for key in keys:
-        cells = ["-" if result[c][key] is None else f"{result[c][key]:.4f}" for c in columns]
+        cells = [_cell(result[c][key], count=key == COUNT_KEY) for c in columns]
         lines.append(f"{key:<{width}}  " + "  ".join(f"{cell:>8}" for cell in cells))
     return "\n".join(lines)
 

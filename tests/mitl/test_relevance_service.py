@@ -135,6 +135,8 @@ def test_evaluate_prints_graded_metrics_from_a_proxy(graded_batch, synthetic_fil
     assert {"ndcg", "ncs@10", "semantic_recall@5", "recall@1_lower", "recall@1_upper"} <= set(
         graded["i2t"]
     )
+    counted = graded["i2t"]["semantic_queries"] + graded["t2i"]["semantic_queries"]
+    assert graded["mean"]["semantic_queries"] == counted > 0
     with pytest.raises(CommandError, match="needs --captions"):
         run("evaluate", "--release", release.path, "--rankings", str(path), "--relevance", "bow")
 
