@@ -36,6 +36,7 @@ from mitl.costs import (
     CostEstimate,
     cost_estimate,
 )
+from mitl.relevance.proxies import PROXIES
 from mitl.services.launch import batch_create_with_queries, batch_launch
 from mitl.services.plan import config_plan
 
@@ -148,6 +149,15 @@ class BatchWizardForm(forms.Form):
         choices=[(policy, policy) for policy in GOLDEN_POLICIES], initial=DEFAULTS.golden_policy
     )
     seed = _number(DEFAULTS.seed, low=0, help_text="The same seed draws the same queries.")
+    relevance = forms.MultipleChoiceField(
+        choices=[(name, f"{name}: {spec.summary}") for name, spec in PROXIES.items()],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Graded qrels in the release",
+        help_text="Caption proxies whose graded qrels the release carries and whose nDCG, NCS "
+        "and semantic recall the leaderboard adds (docs/relevance.md). The dataset's relevance "
+        "calibration says which agree best with people.",
+    )
     simulated_crowd = forms.BooleanField(
         required=False,
         label="Simulated crowd (demos and tests)",
@@ -183,6 +193,8 @@ class BatchWizardForm(forms.Form):
         )
         raw = {key: data[key] for key in keys}
         raw["annotators"] = [annotator.name for annotator in data["annotators"]]
+        if data.get("relevance"):
+            raw["relevance"] = list(data["relevance"])
         if data.get("strategy") == "adaptive":
             raw.update(
                 strategy="adaptive",

@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -210,23 +211,21 @@ def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
     }
 
 
-def correlation_table(
-    features: Mapping[str, np.ndarray], ratings: Ratings
-) -> list[dict[str, object]]:
-    """Return one row per feature: its correlations over all pairs and non-ground-truth pairs."""
+def correlation_row(name: str, values: np.ndarray, ratings: Ratings) -> dict[str, Any]:
+    """Return one feature's correlations over all pairs and over non-ground-truth pairs."""
     other = ~ratings.ground_truth
-    table = []
-    for name, values in features.items():
-        table.append(
-            {
-                "proxy": name,
-                "all": correlations(values, ratings.score),
-                "non_gt": correlations(values[other], ratings.score[other]),
-                "pairs": len(values),
-                "non_gt_pairs": int(other.sum()),
-            }
-        )
-    return table
+    return {
+        "proxy": name,
+        "all": correlations(values, ratings.score),
+        "non_gt": correlations(values[other], ratings.score[other]),
+        "pairs": len(values),
+        "non_gt_pairs": int(other.sum()),
+    }
+
+
+def correlation_table(features: Mapping[str, np.ndarray], ratings: Ratings) -> list[dict[str, Any]]:
+    """Return one row per feature (`correlation_row`)."""
+    return [correlation_row(name, values, ratings) for name, values in features.items()]
 
 
 def fit_combination(

@@ -20,8 +20,8 @@ from mitl.relevance.calibration import (
     COMBINATION,
     Ratings,
     context_features,
+    correlation_row,
     correlation_table,
-    correlations,
     fit_combination,
     proxy_features,
     read_sits,
@@ -115,17 +115,7 @@ def calibration_report(
         if combination and len(features) > 1:
             say(f"fitting the combination on {ratings.source} (folds by image)")
             predicted = fit_combination(features, ratings)
-            other = ~ratings.ground_truth
-            table.append(
-                {
-                    "proxy": COMBINATION,
-                    "all": correlations(predicted, ratings.score),
-                    "non_gt": correlations(predicted[other], ratings.score[other]),
-                    "pairs": len(predicted),
-                    "non_gt_pairs": int(other.sum()),
-                    "out_of_fold": True,
-                }
-            )
+            table.append({**correlation_row(COMBINATION, predicted, ratings), "out_of_fold": True})
         report[ratings.source] = {
             "pairs": len(ratings.score),
             "ground_truth_pairs": int(ratings.ground_truth.sum()),

@@ -447,3 +447,16 @@ def test_the_wizard_plans_a_config_before_retrieval(staff, client, dataset, anno
     assert "needs `budget_judgements`" in refused.content.decode()
     client.force_login(get_user_model().objects.create_user("someone", password="x"))
     assert client.get(url, params).status_code == 403
+
+
+def test_the_wizard_asks_for_graded_qrels_of_chosen_proxies(staff, dataset, annotators):
+    page = staff.get(reverse("frontend:batch-new"), {"dataset": dataset.pk}).content.decode()
+    assert 'name="relevance"' in page and 'value="cider_d"' in page
+
+    staff.post(reverse("frontend:batch-new"), wizard_post(dataset=dataset.pk, relevance=["bow"]))
+    assert Batch.objects.get().config["relevance"] == ["bow"]
+
+    response = staff.post(
+        reverse("frontend:batch-new"), wizard_post(dataset=dataset.pk, relevance=["spice"])
+    )
+    assert response.status_code == 400 and Batch.objects.count() == 1  # refused, nothing made

@@ -226,3 +226,17 @@ def test_batch_config_reads_a_stored_config_with_the_defaults_filled_in():
     assert config.golden_policy == "approve_or_flag"
     assert config.assignment_minutes == 30
     assert config.golden_suspend_after == 3
+
+
+def test_relevance_names_known_proxies_once_and_round_trips():
+    config = parse_batch_config({"annotators": ["a"], "relevance": ["cider_d", "bow"]})
+    assert config.relevance == ("cider_d", "bow")
+    assert parse_batch_config(json.loads(json.dumps(config.to_json()))) == config
+    assert parse_batch_config({"annotators": ["a"]}).relevance == ()
+
+
+@pytest.mark.parametrize("bad", [["spice"], ["bow", "bow"], "bow", [1]])
+def test_relevance_refuses_unknown_repeated_or_malformed_proxies(bad):
+    with pytest.raises(ConfigError) as caught:
+        parse_batch_config({"annotators": ["a"], "relevance": bad})
+    assert caught.value.key == "relevance"
