@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .qrels import GRADE_THRESHOLDS, TOP_GRADE
+from .qrels import GRADE_THRESHOLDS, TOP_GRADE, proxy_qrels_file
 from .release_files import (
     I2T_FILE,
     JUDGEMENTS_FILE,
@@ -50,7 +50,7 @@ def datasheet_markdown(
         _sources(manifest),
         _counts(stats),
         _completeness(stats),
-        _files(extra_files),
+        _files(extra_files, manifest),
         _qrels_scale(),
         _evaluate(folder),
         _invalid(manifest, stats),
@@ -152,7 +152,7 @@ def _completeness(stats: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _files(extra_files: Sequence[str]) -> str:
+def _files(extra_files: Sequence[str], manifest: Mapping[str, Any]) -> str:
     columns = ",".join(VERDICT_COLUMNS)
     described = {
         I2T_FILE: '`{"<image id>": [caption ids]}` for every image query (ECCV Caption format).',
@@ -168,6 +168,7 @@ def _files(extra_files: Sequence[str]) -> str:
         "posterior probability of the label), `yes`…`no` the answer counts.",
         QRELS_I2T_FILE: "graded TREC qrels for image queries: `image_id 0 caption_id relevance`.",
         QRELS_T2I_FILE: "graded TREC qrels for caption queries: `caption_id 0 image_id relevance`.",
+        **_proxy_qrels_files(manifest),
         STATS_FILE: "queries and positives per direction before and after curation; "
         "candidates, HITs, assignments, judgements, verdicts (the judgements and verdicts on "
         "invalid captions counted apart, in `judgements_on_invalid_captions` and "
@@ -183,6 +184,20 @@ def _files(extra_files: Sequence[str]) -> str:
         "(`<version>.zip.sha256`).\n"
     )
     return "\n".join(lines)
+
+
+def _proxy_qrels_files(manifest: Mapping[str, Any]) -> dict[str, str]:
+    relevance = manifest.get("relevance") or {}
+    files = {}
+    for proxy in relevance.get("proxies", []):
+        for direction, kind in (("i2t", "image"), ("t2i", "caption")):
+            files[proxy_qrels_file(proxy, direction)] = (
+                f"graded TREC qrels of {kind} queries by the caption proxy `{proxy}` "
+                f"({relevance.get('aggregation', 'mean')} over an image's captions): each "
+                "query's 100 most relevant items, graded round(100 × relevance) "
+                "(docs/relevance.md of the platform)."
+            )
+    return files
 
 
 def _qrels_scale() -> str:

@@ -80,6 +80,10 @@ def test_a_release_carries_proxy_qrels_that_ir_measures_reads(graded_batch):
             assert own and max(grades.values()) == max(grades[c] for c in own)
     manifest_files = json.loads((folder / "manifest.json").read_text())["files"]
     assert any("qrels_cider_d_t2i.txt" in str(entry) for entry in manifest_files)
+    assert (
+        "- `qrels_bow_t2i.txt`: graded TREC qrels of caption queries"
+        in (folder / "README.md").read_text()
+    )
 
 
 def test_graded_leaderboard_columns_reward_the_better_ranking(graded_batch):
