@@ -3,6 +3,9 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 STATIC_ROOT=/app/static
 WORKDIR /app
+# WordNet 3.0 for the pos and synset relevance proxies (docs/relevance.md): never downloaded.
+RUN apt-get update && apt-get install -y --no-install-recommends wordnet-base \
+    && rm -rf /var/lib/apt/lists/*
 
 COPY pyproject.toml README.md ./
 COPY config ./config

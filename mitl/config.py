@@ -167,7 +167,7 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
             key="queries_from",
         )
     if "relevance" in values:
-        values["relevance"] = _parse_relevance(values["relevance"])
+        values["relevance"] = parse_relevance(values["relevance"])
     if "estimate_share" in values:
         values["estimate_share"] = _parse_share("estimate_share", values["estimate_share"])
     config = BatchConfig(**values)
@@ -220,21 +220,27 @@ def _parse_share(name: str, value: Any) -> float:
     return float(value)
 
 
-def _parse_relevance(value: Any) -> tuple[str, ...]:
-    from mitl.relevance.proxies import PROXIES
+def parse_relevance(value: Any) -> tuple[str, ...]:
+    """Check a list of relevance proxies: cheap, known, each once, runnable here."""
+    from mitl.relevance.proxies import PROXIES, proxy_unavailable
 
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         raise ConfigError(
             f"batch config: `relevance` must be a list of proxy names (got {value!r})",
             key="relevance",
         )
-    unknown = [name for name in value if name not in PROXIES]
+    cheap = [name for name, spec in PROXIES.items() if spec.cheap]
+    unknown = [name for name in value if name not in cheap]
     if unknown or len(set(value)) != len(value):
         raise ConfigError(
-            f"batch config: `relevance` names proxies among {', '.join(PROXIES)}, each once "
-            f"(got {list(value)!r})",
+            f"batch config: `relevance` names proxies among {', '.join(cheap)}, each once "
+            f"(got {list(value)!r}; meteor scores pair by pair, too slow for a whole corpus)",
             key="relevance",
         )
+    for name in value:
+        missing = proxy_unavailable(name)
+        if missing:
+            raise ConfigError(f"batch config: `relevance`: {missing}", key="relevance")
     return tuple(value)
 
 

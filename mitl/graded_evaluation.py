@@ -19,7 +19,6 @@ directions as Wray et al. (eq. 3) average nDCG (`semantic_queries`: their sum).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 
 from mitl.evaluation_inputs import DIRECTIONS, EvaluationError, RankingsByDirection, ReleaseTruth
 from mitl.graded_metrics import ncs, ndcg, query_mean, recall_limits, semantic_recall
+from mitl.relevance.cache import array_write
 from mitl.relevance.images import (
     CaptionCorpus,
     Progress,
@@ -130,31 +130,48 @@ def proxy_matrices(
     progress: Progress | None = None,
 ) -> dict[str, np.ndarray]:
     """Return a proxy's relevance of every corpus item to each query (corpus indexes), per
-    direction, reading and writing the cache."""
+    direction, reading and writing the cache.
+
+    The cache holds the rows of the queries in corpus order, so the same queries given in
+    another order (a release written sorted by id, read back sorted as text) share it.
+    """
     spec = proxy_spec(proxy_name)
     result: dict[str, np.ndarray] = {}
     proxy = None
     for direction in DIRECTIONS:
-        key = _cache_key(corpus, queries[direction], aggregation, spec.version, direction)
+        order = np.argsort(queries[direction], kind="stable")
+        canonical = np.asarray(queries[direction])[order]
+        key = _cache_key(corpus, canonical, aggregation, spec.version, direction)
         path = cache_dir / f"{proxy_name}-{key}.npy" if cache_dir else None
-        if path is not None and path.is_file():
-            result[direction] = np.load(path)
-            continue
-        if proxy is None:
-            proxy = proxy_build(
-                proxy_name, corpus.texts, corpus.caption_images, cache_dir=cache_dir
-            )
-        compute = image_to_captions if direction == "i2t" else caption_to_images
-        matrix = compute(
-            proxy, corpus, queries[direction], aggregation=aggregation, progress=progress
-        )
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.npy")
-            np.save(partial, matrix)
-            partial.replace(path)  # never a half-written cache entry
-        result[direction] = matrix
+        matrix = _cache_read(path, (len(canonical), _targets(corpus, direction)))
+        if matrix is None:
+            if proxy is None:
+                proxy = proxy_build(
+                    proxy_name, corpus.texts, corpus.caption_images, cache_dir=cache_dir
+                )
+            compute = image_to_captions if direction == "i2t" else caption_to_images
+            matrix = compute(proxy, corpus, canonical, aggregation=aggregation, progress=progress)
+            if path is not None:
+                array_write(path, matrix)
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        result[direction] = matrix[back]
     return result
+
+
+def _targets(corpus: CaptionCorpus, direction: str) -> int:
+    return len(corpus.caption_ids) if direction == "i2t" else len(corpus.image_ids)
+
+
+def _cache_read(path: Path | None, shape: tuple[int, int]) -> np.ndarray | None:
+    """Return a cached matrix, or None when there is none or it cannot be read (a miss)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        matrix = np.load(path)
+    except (OSError, ValueError, EOFError):
+        return None
+    return matrix if matrix.shape == shape else None
 
 
 def _cache_key(
@@ -280,16 +297,24 @@ def leaderboard_graded(
     corpus: CaptionCorpus,
     proxies: Sequence[str],
     *,
+    aggregation: str = "mean",
     cache_dir: Path | None = None,
 ) -> dict[str, dict[str, float | None]]:
-    """Return per direction the leaderboard's graded metrics of each proxy, keyed
-    "metric:proxy" (e.g. "ndcg@25:cider_d"), with the release's aggregation (mean)."""
+    """Return per direction the leaderboard's graded metrics (LEADERBOARD_METRICS) of each
+    proxy, keyed "metric:proxy" (e.g. "ndcg@25:cider_d")."""
     result: dict[str, dict[str, float | None]] = {d: {} for d in DIRECTIONS}
+    ranked = ranked_indexes(corpus, release, rankings)
     for proxy in proxies:
-        options = GradedOptions(source=proxy)
+        options = GradedOptions(source=proxy, aggregation=aggregation)
         relevance = relevance_matrices(corpus, release, options, cache_dir=cache_dir)
-        graded = graded_evaluate(release, rankings, corpus, relevance, options)
         for direction in DIRECTIONS:
+            rel, rows = relevance[direction], ranked[direction]
+            values = {
+                "ndcg@25": ndcg(rel, rows, NDCG_K),
+                "ndcg": ndcg(rel, rows, None, gain="exponential"),
+                "ncs@5": ncs(rel, rows, 5),
+                "semantic_recall@5": semantic_recall(rel, rows, 5, threshold=options.threshold),
+            }
             for metric in LEADERBOARD_METRICS:
-                result[direction][f"{metric}:{proxy}"] = graded[direction][metric]
+                result[direction][f"{metric}:{proxy}"] = query_mean(values[metric])
     return result

@@ -66,22 +66,28 @@ def ndcg(
     return np.divide(dcg, ideal, out=np.full(len(dcg), np.nan), where=ideal > 0)
 
 
-def _top_items(relevance: np.ndarray, m: int) -> np.ndarray:
-    """Return each row's m columns of highest relevance (ties: lower column first)."""
-    order = np.argsort(-relevance, axis=1, kind="stable")
-    return order[:, :m]
+def _best_mask(relevance: np.ndarray, m: int) -> np.ndarray:
+    """Mark each row's m columns of highest relevance (ties: lower column first).
+
+    A partition finds the m-th highest value; every column above it is in, and columns equal
+    to it fill the rest in column order. No full sort of the corpus.
+    """
+    m = min(m, relevance.shape[1])
+    kth = -np.partition(-relevance, m - 1, axis=1)[:, m - 1 : m]
+    above = relevance > kth
+    level = relevance == kth
+    room = m - above.sum(axis=1, keepdims=True)
+    return above | (level & (np.cumsum(level, axis=1, dtype=np.int32) <= room))
 
 
 def ncs(relevance: np.ndarray, ranked: np.ndarray, k: int, *, m: int | None = None) -> np.ndarray:
     """Return NCS@k per query with G̃ the top `m` (default k) items; NaN where G̃ gains 0."""
-    best = _top_items(relevance, m or k)
-    rows = np.arange(len(relevance))[:, None]
-    best_values = relevance[rows, best].astype(np.float64)
+    best = _best_mask(relevance, m or k)
     retrieved = np.zeros(relevance.shape, dtype=bool)
     top = ranked[:, :k]
     retrieved[np.nonzero(top >= 0)[0], top[top >= 0]] = True
-    found = np.where(retrieved[rows, best], best_values, 0.0).sum(axis=1)
-    total = best_values.sum(axis=1)
+    found = np.where(best & retrieved, relevance, 0).sum(axis=1, dtype=np.float64)
+    total = np.where(best, relevance, 0).sum(axis=1, dtype=np.float64)
     return np.divide(found, total, out=np.full(len(total), np.nan), where=total > 0)
 
 

@@ -150,7 +150,7 @@ class BatchWizardForm(forms.Form):
     )
     seed = _number(DEFAULTS.seed, low=0, help_text="The same seed draws the same queries.")
     relevance = forms.MultipleChoiceField(
-        choices=[(name, f"{name}: {spec.summary}") for name, spec in PROXIES.items()],
+        choices=[(name, f"{name}: {spec.summary}") for name, spec in PROXIES.items() if spec.cheap],
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Graded qrels in the release",

@@ -14,8 +14,9 @@ pairs that are not ground truth (a caption with an image other than its own; for
 captions of different images): a proxy can look good only because ground-truth pairs are
 easy. `fit_combination` fits gradient-boosted trees on every proxy feature (and, with the
 MiniLM embeddings, the context of `context_features`) and scores each pair out of fold, with
-folds that split by image (every pair of an image falls in one fold), so no image is both
-fitted and scored.
+folds that split by the rated image (SITS, crowd) or the first caption's image (STS): every
+pair of that image falls in one fold, so no rated image is both fitted and scored. A
+caption's own image, or the second caption's, may still sit in the fitted folds.
 """
 
 from __future__ import annotations
@@ -230,11 +231,14 @@ def correlation_table(features: Mapping[str, np.ndarray], ratings: Ratings) -> l
 
 def fit_combination(
     features: Mapping[str, np.ndarray], ratings: Ratings, *, seed: int = 0
-) -> np.ndarray:
-    """Return out-of-fold predictions of the ratings from every feature (folds by image)."""
+) -> np.ndarray | None:
+    """Return out-of-fold predictions of the ratings from every feature (folds by image), or
+    None when the pairs cover fewer than two images (nothing to hold out)."""
     from sklearn.ensemble import HistGradientBoostingRegressor
     from sklearn.model_selection import GroupKFold
 
+    if len(np.unique(ratings.groups)) < 2:
+        return None
     x = np.column_stack([features[name] for name in sorted(features)])
     y = ratings.score
     predictions = np.zeros(len(y))
@@ -248,11 +252,10 @@ def fit_combination(
     return predictions
 
 
-def recommend(table: Sequence[Mapping[str, object]]) -> str:
-    """Return the name of the row with the highest Pearson over non-ground-truth pairs."""
-
-    def key(row: Mapping[str, object]) -> float:
-        value = row["non_gt"]["pearson"]  # type: ignore[index]
-        return -1.0 if value is None else float(value)
-
-    return str(max(table, key=key)["proxy"])
+def recommend(table: Sequence[Mapping[str, Any]]) -> str | None:
+    """Return the name of the row with the highest Pearson over non-ground-truth pairs, or
+    None when no row has one."""
+    scored = [row for row in table if row["non_gt"]["pearson"] is not None]
+    if not scored:
+        return None
+    return str(max(scored, key=lambda row: float(row["non_gt"]["pearson"]))["proxy"])

@@ -5,7 +5,6 @@ relevance in [0, 1]."""
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from mitl.annotators.text_embedding import (
     load_model,
     normalize,
 )
+from mitl.relevance.cache import array_write
 
 BATCH_SIZE = 256
 
@@ -34,14 +34,16 @@ def embed(texts: Sequence[str], *, cache_dir: Path | None = None) -> np.ndarray:
             digest.update(text.encode() + b"\0")
         cached = cache_dir / f"minilm-embeddings-{digest.hexdigest()[:24]}.npy"
         if cached.is_file():
-            return np.load(cached)
+            try:
+                stored = np.load(cached)
+            except (OSError, ValueError, EOFError):
+                stored = None  # unreadable: embed again and replace it
+            if stored is not None and stored.shape[0] == len(texts):
+                return stored
     model = load_model(str(path), "cpu")
     vectors = normalize(model.encode(list(texts), batch_size=BATCH_SIZE, convert_to_numpy=True))
     if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_name(f"{cached.stem}.{os.getpid()}.partial.npy")
-        np.save(partial, vectors)
-        partial.replace(cached)
+        array_write(cached, vectors)
     return vectors
 
 

@@ -103,3 +103,21 @@ def proxy_build(
     """Build the named proxy over the texts (`groups`: each text's image, for CIDEr-D's idf;
     `cache_dir`: where sentence embeddings of the same texts are kept between runs)."""
     return proxy_spec(name).build(texts, groups, cache_dir)
+
+
+def proxy_unavailable(name: str) -> str | None:
+    """Say why the named proxy cannot run here (WordNet or Java missing), or None."""
+    spec = proxy_spec(name)
+    if spec.needs == "WordNet":
+        from mitl.relevance.wordnet import wordnet_available, wordnet_dir
+
+        if not wordnet_available():
+            return (
+                f"{name} needs WordNet (apt-get install -y wordnet-base; looked in {wordnet_dir()})"
+            )
+    if spec.needs == "Java":
+        from mitl.relevance.meteor import java_available
+
+        if not java_available():
+            return f"{name} needs Java (a JRE on the PATH)"
+    return None

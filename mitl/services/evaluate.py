@@ -23,11 +23,13 @@ from mitl.evaluation_inputs import (
     DIRECTIONS,
     EvaluationError,
     RankingsByDirection,
+    ReleaseTruth,
     rankings_sha256,
     release_load,
 )
 from mitl.graded_evaluation import leaderboard_graded
 from mitl.leaderboard import Agreement, metric_agreement
+from mitl.relevance.proxies import PROXIES
 from mitl.services.relevance import dataset_corpus
 
 MODEL_NAME_MAX = Evaluation._meta.get_field("model_name").max_length
@@ -82,19 +84,11 @@ def evaluation_submit(
         if _ranks_beyond_queries(truth.positives, rankings):
             split = caption_split_of(dataset=release.dataset)
         metrics = evaluate(truth, rankings, split=split)
-        proxies = (release.manifest.get("relevance") or {}).get("proxies") or []
-        if proxies:
-            graded = leaderboard_graded(
-                truth,
-                rankings,
-                dataset_corpus(release.dataset).corpus,
-                proxies,
-                cache_dir=settings.RELEVANCE_CACHE_DIR,
-            )
-            for direction in DIRECTIONS:
-                metrics[direction].update(graded[direction])
     except EvaluationError as exc:
         raise ServiceError(str(exc)) from None
+    graded = _graded_metrics(release, truth, rankings)
+    for direction in DIRECTIONS:
+        metrics[direction].update(graded[direction])
     with transaction.atomic():
         evaluation, _ = Evaluation.objects.update_or_create(
             release=release,
@@ -106,6 +100,36 @@ def evaluation_submit(
             },
         )
     return evaluation
+
+
+def _graded_metrics(
+    release: Release, truth: ReleaseTruth, rankings: RankingsByDirection
+) -> dict[str, dict[str, float | None]]:
+    """Return the graded metrics of the proxies whose qrels the release carries.
+
+    A proxy whose values changed since the release was written (its version) is left out,
+    so every model on a leaderboard is scored by the same relevance.
+    """
+    relevance = release.manifest.get("relevance") or {}
+    versions = relevance.get("versions") or {}
+    proxies = [
+        name
+        for name in relevance.get("proxies") or []
+        if name in PROXIES and versions.get(name, PROXIES[name].version) == PROXIES[name].version
+    ]
+    if not proxies:
+        return {direction: {} for direction in DIRECTIONS}
+    try:
+        return leaderboard_graded(
+            truth,
+            rankings,
+            dataset_corpus(release.dataset).corpus,
+            proxies,
+            aggregation=relevance.get("aggregation", "mean"),
+            cache_dir=settings.RELEVANCE_CACHE_DIR,
+        )
+    except (EvaluationError, RuntimeError, OSError, ValueError) as exc:
+        raise ServiceError(f"graded metrics of {', '.join(proxies)}: {exc}") from None
 
 
 def _ranks_beyond_queries(

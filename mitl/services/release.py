@@ -33,7 +33,7 @@ from annotation.models import (
 from annotation.services import ORIGINAL_SET
 from mitl.aggregation import RULE_DESCRIPTIONS
 from mitl.bias_html import render_bias_html
-from mitl.config import BatchConfig
+from mitl.config import BatchConfig, parse_relevance
 from mitl.datasheet import datasheet_markdown
 from mitl.judgements import Level, mask_to_shortcomings, mask_to_wrong_concepts
 from mitl.qrels import proxy_qrels_file, qrels_text
@@ -48,6 +48,7 @@ from mitl.release_files import (
     write_release_dir,
 )
 from mitl.relevance.images import Progress
+from mitl.relevance.proxies import proxy_spec
 
 from .aggregate import human_set_name
 from .bias import bias_report_build
@@ -85,7 +86,7 @@ def release_create(
     name = name or batch.dataset.name
     imported = _imported_sets(batch, include_sets)
     extra_files = dict(extra_files or {})
-    proxies = list(config.relevance if relevance is None else relevance)
+    proxies = list(config.relevance if relevance is None else parse_relevance(relevance))
     generated = GENERATED_FILES | {proxy_qrels_file(p, d) for p in proxies for d in ("i2t", "t2i")}
     clashing = sorted(set(extra_files) & generated)
     if clashing:
@@ -142,7 +143,11 @@ def release_create(
         reports[BIAS_JSON_FILE] = bias
         extra_files[BIAS_HTML_FILE] = render_bias_html(bias, standalone=True)
     if proxies:
-        manifest["relevance"] = {"proxies": proxies, "aggregation": RELEASE_AGGREGATION}
+        manifest["relevance"] = {
+            "proxies": proxies,
+            "aggregation": RELEASE_AGGREGATION,
+            "versions": {proxy: proxy_spec(proxy).version for proxy in proxies},
+        }
     text_files = {
         QRELS_I2T_FILE: qrels_text(i2t, scores, direction="i2t"),
         QRELS_T2I_FILE: qrels_text(t2i, scores, direction="t2i"),

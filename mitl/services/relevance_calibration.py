@@ -93,6 +93,8 @@ def calibration_report(
         sources.append(read_sits(sits, data.corpus, data.image_files))
     if sts is not None:
         sources.append(read_sts(sts, data.corpus))
+    if not sources:
+        return {}
     built = {}
     for name in proxies:
         proxy_spec(name)  # an unknown name fails before any work
@@ -115,7 +117,9 @@ def calibration_report(
         if combination and len(features) > 1:
             say(f"fitting the combination on {ratings.source} (folds by image)")
             predicted = fit_combination(features, ratings)
-            table.append({**correlation_row(COMBINATION, predicted, ratings), "out_of_fold": True})
+            if predicted is not None:
+                row = correlation_row(COMBINATION, predicted, ratings)
+                table.append({**row, "out_of_fold": True})
         report[ratings.source] = {
             "pairs": len(ratings.score),
             "ground_truth_pairs": int(ratings.ground_truth.sum()),
@@ -162,7 +166,8 @@ def format_report(report: dict[str, Any]) -> str:
                 f"{name:<16} {cells[0]:>12} {cells[1]:>9} {cells[2]:>8}"
                 f" {cells[3]:>16} {cells[4]:>9} {cells[5]:>8}"
             )
-        lines.append(f"recommended for {source}: {part['recommended']}")
+        recommended = part["recommended"] or "none (no proxy correlates on non-GT pairs)"
+        lines.append(f"recommended for {source}: {recommended}")
         lines.append("")
     return "\n".join(lines).rstrip()
 

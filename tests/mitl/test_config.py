@@ -235,7 +235,7 @@ def test_relevance_names_known_proxies_once_and_round_trips():
     assert parse_batch_config({"annotators": ["a"]}).relevance == ()
 
 
-@pytest.mark.parametrize("bad", [["spice"], ["bow", "bow"], "bow", [1]])
+@pytest.mark.parametrize("bad", [["spice"], ["bow", "bow"], "bow", [1], ["meteor"]])
 def test_relevance_refuses_unknown_repeated_or_malformed_proxies(bad):
     with pytest.raises(ConfigError) as caught:
         parse_batch_config({"annotators": ["a"], "relevance": bad})

@@ -14,6 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
+from annotation.errors import ServiceError
 from annotation.models import Batch, Release, RelevanceCalibration
 from mitl.annotators.bow import STOP_WORDS
 from mitl.config import batch_config
@@ -66,7 +67,11 @@ def test_a_release_carries_proxy_qrels_that_ir_measures_reads(graded_batch):
     release = released(graded_batch)
     folder = Path(release.path)
 
-    assert release.manifest["relevance"] == {"proxies": ["bow", "cider_d"], "aggregation": "mean"}
+    assert release.manifest["relevance"] == {
+        "proxies": ["bow", "cider_d"],
+        "aggregation": "mean",
+        "versions": {"bow": 1, "cider_d": 1},
+    }
     truth = release_load(release.path)
     for proxy in ("bow", "cider_d"):
         qrels = list(ir_measures.read_trec_qrels(str(folder / f"qrels_{proxy}_i2t.txt")))
@@ -86,8 +91,10 @@ def test_a_release_carries_proxy_qrels_that_ir_measures_reads(graded_batch):
     )
 
 
-def test_graded_leaderboard_columns_reward_the_better_ranking(graded_batch):
+def test_graded_leaderboard_columns_reward_the_better_ranking(graded_batch, settings):
     release = released(graded_batch)
+    cached = sorted(settings.RELEVANCE_CACHE_DIR.glob("*.npy"))
+    assert len(cached) == 4  # two proxies x two directions, written with the release
     corpus = dataset_corpus(release.dataset).corpus
     truth = release_load(release.path)
     relevance = relevance_matrices(corpus, truth, GradedOptions(source="bow"))
@@ -108,6 +115,8 @@ def test_graded_leaderboard_columns_reward_the_better_ranking(graded_batch):
         assert good.metrics[direction]["ncs@5:bow"] == pytest.approx(1.0)
         assert bad.metrics[direction]["ndcg@25:bow"] < 0.5
         assert "ndcg:cider_d" in good.metrics[direction]
+    # The leaderboard read the release's matrices back: nothing computed twice.
+    assert sorted(settings.RELEVANCE_CACHE_DIR.glob("*.npy")) == cached
     board = leaderboard_of(release=release)
     assert "ndcg@25:bow" in board.metrics and "semantic_recall@5:cider_d" in board.metrics
     # binary metrics first, then each proxy's graded ones
@@ -238,3 +247,49 @@ def test_the_crowds_answers_are_ratings_too(graded_batch):
     report = RelevanceCalibration.objects.get().report
     assert report["crowd"]["pairs"] > 0
     assert {row["proxy"] for row in report["crowd"]["table"]} >= {"bow/mean", "cider_d/max"}
+
+
+def test_graded_metrics_skip_changed_or_unknown_proxies_and_fail_clearly(graded_batch, monkeypatch):
+    release = released(graded_batch)
+    rankings = model_rankings(release)
+    release.manifest["relevance"]["versions"]["bow"] = 0  # written by an older bow
+    release.manifest["relevance"]["proxies"].append("gone")
+    release.save()
+
+    scored = evaluation_submit(release=release, model_name="m", rankings=rankings)
+    assert "ndcg@25:cider_d" in scored.metrics["i2t"]
+    assert not any(key.endswith((":bow", ":gone")) for key in scored.metrics["i2t"])
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("WordNet is not installed")
+
+    monkeypatch.setattr("mitl.graded_evaluation.proxy_matrices", broken)
+    with pytest.raises(ServiceError, match="graded metrics of cider_d: WordNet"):
+        evaluation_submit(release=release, model_name="other", rankings=rankings)
+
+
+def model_rankings(release: Release) -> dict:
+    """Every target for each release query, in dataset order."""
+    corpus = dataset_corpus(release.dataset).corpus
+    truth = release_load(release.path)
+    return {
+        "i2t": {q: corpus.caption_ids.tolist() for q in truth.positives["i2t"]},
+        "t2i": {q: corpus.image_ids.tolist() for q in truth.positives["t2i"]},
+    }
+
+
+def test_relevance_calibrate_edge_cases_are_clear_errors_or_skipped(dataset, tmp_path):
+    image = dataset.images.order_by("pk").first()
+    one_image = [
+        (f"COCO_val2014:sentid:{c.ext_id}", image.file_name, 4.0) for c in image.captions.all()
+    ]
+    path = sits_file(tmp_path, one_image)
+
+    table = run(
+        "relevance_calibrate", dataset.name, "--sits", str(path), "--proxies", "bow,cider_d"
+    )
+    assert "combination" not in table  # one rated image: nothing to hold out
+    with pytest.raises(CommandError, match="names no proxy"):
+        run("relevance_calibrate", dataset.name, "--sits", str(path), "--proxies", ",")
+    with pytest.raises(CommandError, match="does not exist"):
+        run("relevance_calibrate", dataset.name, "--sits", str(path), "--out", "/no/such/x.json")

@@ -45,10 +45,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--relevance",
             action="append",
-            choices=list(PROXIES),
+            choices=[name for name, spec in PROXIES.items() if spec.cheap],
             metavar="PROXY",
             help="add graded qrels of a caption proxy (qrels_PROXY_i2t.txt, qrels_PROXY_t2i.txt; "
-            f"repeatable; one of {', '.join(PROXIES)}); default: the batch config's `relevance`",
+            "repeatable; meteor is too slow for a whole corpus); default: the batch config's "
+            "`relevance`",
         )
 
     def handle(self, *args: object, **options: Any) -> None:
@@ -74,7 +75,9 @@ class Command(BaseCommand):
                 name=options["name"],
                 include_sets=options["include_sets"],
                 extra_files=extra_files,
-                relevance=options["relevance"],
+                relevance=list(dict.fromkeys(options["relevance"]))
+                if options["relevance"]
+                else None,
                 progress=self._progress if options["relevance"] else None,
             )
         except (ServiceError, ValueError, RuntimeError) as exc:

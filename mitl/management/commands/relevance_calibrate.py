@@ -11,7 +11,6 @@ from annotation.parsers import parse_captions_tsv
 from mitl.relevance.calibration import RatingsError
 from mitl.relevance.images import CaptionCorpus
 from mitl.relevance.proxies import UnknownProxy
-from mitl.relevance.wordnet import WordNetMissing
 from mitl.services.relevance import DatasetCorpus, dataset_corpus
 from mitl.services.relevance_calibration import (
     calibration_report,
@@ -56,6 +55,11 @@ class Command(BaseCommand):
             if options["proxies"]
             else default_proxies()
         )
+        if not proxies:
+            raise CommandError("--proxies names no proxy")
+        out = Path(str(options["out"])) if options["out"] else None
+        if out is not None and not out.parent.is_dir():
+            raise CommandError(f"--out: the folder {out.parent} does not exist")
         paths = {}
         for name in ("sits", "sts"):
             value = options[name]
@@ -72,7 +76,7 @@ class Command(BaseCommand):
                 combination=not options["no_combination"],
                 say=None if quiet else lambda line: self.stderr.write(line),
             )
-        except (RatingsError, UnknownProxy, WordNetMissing) as exc:
+        except (RatingsError, UnknownProxy, RuntimeError, OSError) as exc:
             raise CommandError(str(exc)) from None
         if not report:
             raise CommandError(
@@ -81,8 +85,11 @@ class Command(BaseCommand):
             )
         if data.dataset is not None:
             calibration_save(data.dataset, report)
-        if options["out"]:
-            Path(str(options["out"])).write_text(json.dumps(report, indent=2) + "\n")
+        if out is not None:
+            try:
+                out.write_text(json.dumps(report, indent=2) + "\n")
+            except OSError as exc:
+                raise CommandError(f"--out {out}: {exc.strerror or exc}") from None
         if quiet:
             self.stdout.write(json.dumps(report))
         else:
