@@ -2,14 +2,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.parse_common import ImportFileError
-from annotation.parsers import parse_captions_tsv
+from annotation.parsers import CaptionRow, parse_captions_tsv
 from mitl.evaluation import CaptionSplit, evaluate, format_table
-from mitl.evaluation_inputs import EvaluationError, rankings_read, release_load
+from mitl.evaluation_inputs import (
+    EvaluationError,
+    RankingsByDirection,
+    ReleaseTruth,
+    rankings_read,
+    release_load,
+)
 from mitl.graded_evaluation import (
     CROWD,
     GradedOptions,
@@ -49,7 +56,8 @@ class Command(BaseCommand):
             action="append",
             choices=[*PROXIES, CROWD],
             help="graded relevance source (repeatable): a caption proxy, or crowd (the "
-            "release's verdicts.csv scores); needs --captions",
+            "release's verdicts.csv scores); needs --captions. meteor scores pair by pair "
+            "(hours for a corpus of COCO's size)",
         )
         parser.add_argument(
             "--aggregation",
@@ -71,7 +79,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--json", action="store_true", help="print JSON only")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: object, **options: Any) -> None:
         split, rows = None, []
         if options["captions"]:
             try:
@@ -103,7 +111,14 @@ class Command(BaseCommand):
             self.stdout.write("")
             self.stdout.write(format_graded(table))
 
-    def _graded(self, options: dict, release, rankings, rows) -> list[dict]:  # type: ignore[no-untyped-def]
+    def _graded(
+        self,
+        options: dict[str, Any],
+        release: ReleaseTruth,
+        rankings: RankingsByDirection,
+        rows: list[CaptionRow] | None,
+    ) -> list[dict[str, Any]]:
+        """Return one graded table per --relevance source (none without the option)."""
         sources = options["relevance"] or []
         if not sources:
             return []
@@ -130,6 +145,6 @@ class Command(BaseCommand):
                     corpus, release, graded_options, cache_dir=settings.RELEVANCE_CACHE_DIR
                 )
                 tables.append(graded_evaluate(release, rankings, corpus, relevance, graded_options))
-            except (EvaluationError, RuntimeError) as exc:
+            except (EvaluationError, RuntimeError, OSError) as exc:
                 raise CommandError(f"--relevance {source}: {exc}") from None
         return tables
