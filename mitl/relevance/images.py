@@ -17,7 +17,7 @@ Matrices are computed in blocks of queries, with a progress callback.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +91,16 @@ def _check(aggregation: str) -> None:
         )
 
 
+def _blocks(
+    queries: np.ndarray, block: int, progress: Progress | None
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield (offset, queries) block by block, reporting progress after each block."""
+    for start in range(0, len(queries), block):
+        yield start, np.asarray(queries[start : start + block])
+        if progress:
+            progress(min(start + block, len(queries)), len(queries))
+
+
 def caption_to_images(
     proxy: CaptionProxy,
     corpus: CaptionCorpus,
@@ -107,13 +117,10 @@ def caption_to_images(
     out = np.zeros((len(queries), len(corpus.image_ids)), dtype=np.float32)
     column_of = np.empty(len(cols), dtype=np.int64)
     column_of[cols] = np.arange(len(cols))  # where each caption sits among the columns
-    for start in range(0, len(queries), block):
-        rows = np.asarray(queries[start : start + block])
+    for start, rows in _blocks(queries, block, progress):
         scores = proxy.matrix(rows, cols)
         scores[np.arange(len(rows)), column_of[rows]] = 1.0  # a caption counts as itself
         out[start : start + len(rows)] = _reduce(scores, corpus.starts, aggregation)
-        if progress:
-            progress(min(start + block, len(queries)), len(queries))
     return out
 
 
@@ -132,16 +139,13 @@ def image_to_captions(
     per_image = max(1, int(np.diff(np.append(corpus.starts, len(corpus.by_image))).max(initial=1)))
     block = max(1, BLOCK_PAIRS // max(len(everything) * per_image, 1))
     out = np.zeros((len(queries), len(everything)), dtype=np.float32)
-    for start in range(0, len(queries), block):
-        images = np.asarray(queries[start : start + block])
+    for start, images in _blocks(queries, block, progress):
         groups = [corpus.captions_of(int(i)) for i in images]
         refs = np.concatenate(groups)
         starts = np.cumsum([0, *map(len, groups)])[:-1]
         scores = proxy.matrix(everything, refs)  # candidates: every caption
         scores[refs, np.arange(len(refs))] = 1.0  # a caption counts as itself
         out[start : start + len(images)] = _reduce(scores, starts, aggregation).T
-        if progress:
-            progress(min(start + block, len(queries)), len(queries))
     return out
 
 
