@@ -99,6 +99,13 @@ class EvaluationAdmin(admin.ModelAdmin):
     raw_id_fields = ("release", "submitted_by")
 
 
+@admin.register(models.RelevanceCalibration)
+class RelevanceCalibrationAdmin(admin.ModelAdmin):
+    list_display = ("dataset", "created_at")
+    list_filter = ("dataset",)
+    readonly_fields = ("created_at",)
+
+
 # Large tables: listed with raw id widgets so their pages never load every related row.
 for model in (
     models.Embedding,

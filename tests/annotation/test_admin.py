@@ -10,7 +10,14 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils.timezone import now
 
-from annotation.models import Embedding, Evaluation, ImportJob, Release, TaskLease
+from annotation.models import (
+    Embedding,
+    Evaluation,
+    ImportJob,
+    Release,
+    RelevanceCalibration,
+    TaskLease,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -32,6 +39,7 @@ def every_table_filled(released_batch, annotators):
         release=release, model_name="tfidf", metrics={"i2t": {}}, rankings_sha256="0" * 64
     )
     ImportJob.objects.create(kind="dataset", params={"name": "more"})
+    RelevanceCalibration.objects.create(dataset=released_batch.dataset, report={"sits": {}})
     TaskLease.objects.create(
         key="import:1", task="annotation.run_import", args=[1], state="queued", queued_at=now()
     )
