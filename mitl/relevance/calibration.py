@@ -254,8 +254,8 @@ def fit_combination(
 
 def recommend(table: Sequence[Mapping[str, Any]]) -> str | None:
     """Return the name of the row with the highest Pearson over non-ground-truth pairs, or
-    None when no row has one."""
-    scored = [row for row in table if row["non_gt"]["pearson"] is not None]
+    None when no row agrees with people there (no Pearson above 0)."""
+    scored = [row for row in table if (row["non_gt"]["pearson"] or 0.0) > 0.0]
     if not scored:
         return None
     return str(max(scored, key=lambda row: float(row["non_gt"]["pearson"]))["proxy"])

@@ -17,7 +17,7 @@ def calibration_svg(table: Sequence[Mapping[str, Any]], *, title: str) -> str:
     from matplotlib.figure import Figure
 
     names = [str(row["proxy"]) for row in table]
-    figure = Figure(figsize=(7.5, 0.42 * max(len(names), 1) + 1.3))
+    figure = Figure(figsize=(7.5, 0.42 * max(len(names), 1) + 1.7))
     axes = figure.add_subplot()
     height = 0.38
     for offset, (group, label, color) in enumerate(GROUPS):
@@ -26,9 +26,11 @@ def calibration_svg(table: Sequence[Mapping[str, Any]], *, title: str) -> str:
         axes.barh(positions, values, height=height, color=color, label=label)
     axes.set_yticks(range(len(names)), names)
     axes.invert_yaxis()
-    axes.set_xlim(0, 1)
+    lowest = min((row[g]["pearson"] or 0.0 for row in table for g, _, _ in GROUPS), default=0.0)
+    axes.set_xlim(min(0.0, lowest - 0.05), 1)  # a proxy may disagree with people
+    axes.axvline(0, color="#333333", linewidth=0.8)
     axes.set_xlabel("Pearson correlation with the human ratings")
     axes.set_title(title)
-    axes.legend(loc="lower right", fontsize="small")
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize="small")
     figure.tight_layout()
     return figure_svg(figure, scope=SCOPE)

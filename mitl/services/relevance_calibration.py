@@ -166,7 +166,7 @@ def format_report(report: dict[str, Any]) -> str:
                 f"{name:<16} {cells[0]:>12} {cells[1]:>9} {cells[2]:>8}"
                 f" {cells[3]:>16} {cells[4]:>9} {cells[5]:>8}"
             )
-        recommended = part["recommended"] or "none (no proxy correlates on non-GT pairs)"
+        recommended = part["recommended"] or "none (no proxy agrees with people on non-GT pairs)"
         lines.append(f"recommended for {source}: {recommended}")
         lines.append("")
     return "\n".join(lines).rstrip()
