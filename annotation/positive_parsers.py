@@ -1,7 +1,8 @@
 """Parse positive-pair files into plain rows, with errors that name the file, line and field.
 
-ECCV Caption's pair of JSON files (image_to_caption.json, caption_to_image.json) and the
-Crisscrossed Captions (CxC) SITS CSV of rated caption-image pairs.
+ECCV Caption's pair of JSON files (image_to_caption.json, caption_to_image.json), and the
+Crisscrossed Captions (CxC) CSVs of rated caption-image pairs (SITS) and caption-caption
+pairs (STS).
 """
 
 from __future__ import annotations
@@ -59,9 +60,11 @@ def _read_eccv_file(path: Path, *, image_first: bool) -> tuple[list[int], set[tu
 # The caption is a COCO caption id (Karpathy "sentid"); the image is a COCO file name
 # whose number is the COCO image id.
 CXC_SITS_COLUMNS = ("caption", "image", "agg_score", "sampling_method")
+CXC_STS_COLUMNS = ("caption1", "caption2", "agg_score", "sampling_method")
 CXC_SCORE_RANGE = (0.0, 5.0)
-_CXC_OTHER_TASKS = {
-    ("caption1", "caption2"): "STS (caption-caption)",
+_CXC_TASKS = {
+    CXC_SITS_COLUMNS[:2]: "SITS (caption-image)",
+    CXC_STS_COLUMNS[:2]: "STS (caption-caption)",
     ("image1", "image2"): "SIS (image-image)",
 }
 
@@ -75,62 +78,96 @@ class CxcRating:
     sampling_method: str
 
 
+@dataclass(frozen=True)
+class CxcCaptionRating:
+    line: int
+    caption1_id: int
+    caption2_id: int
+    score: float
+    sampling_method: str
+
+
 def parse_cxc_sits(path: Path) -> list[CxcRating]:
     """Read a CxC SITS CSV (`caption,image,agg_score,sampling_method`) into ratings."""
-    with csv_problems(path):
-        return _parse_cxc_sits(path)
-
-
-def _parse_cxc_sits(path: Path) -> list[CxcRating]:
-    handle = io.StringIO(read_text(path), newline="")
-    ratings: list[CxcRating] = []
-    seen: dict[tuple[int, int], int] = {}
-    with handle:
-        reader = csv.reader(handle)
-        header = tuple(h.strip() for h in next(reader, None) or ())
-        if header != CXC_SITS_COLUMNS:
-            other = _CXC_OTHER_TASKS.get(header[:2])
-            hint = f"; this looks like a CxC {other} file, not SITS (caption-image)"
-            raise ImportFileError(
-                f"{path}:1: header must be {','.join(CXC_SITS_COLUMNS)}, got "
-                f"{','.join(header) or 'nothing'}{hint if other else ''}"
-            )
-        for line, fields in enumerate(reader, start=2):
-            if not fields:
-                continue
-            if len(fields) != len(CXC_SITS_COLUMNS):
-                raise ImportFileError(
-                    f"{path}:{line}: expected {len(CXC_SITS_COLUMNS)} comma-separated fields, "
-                    f"got {len(fields)}"
-                )
-            caption_id = _cxc_caption_id(path, line, fields[0])
-            image_id = _cxc_image_id(path, line, fields[1])
-            score = _cxc_score(path, line, fields[2])
-            method = fields[3].strip()
-            if not method:
-                raise ImportFileError(f"{path}:{line}: field sampling_method is empty")
-            pair = (image_id, caption_id)
-            if pair in seen:
-                raise ImportFileError(
-                    f"{path}:{line}: caption {caption_id} and image {image_id} repeat line "
-                    f"{seen[pair]}"
-                )
-            seen[pair] = line
-            ratings.append(CxcRating(line, caption_id, image_id, score, method))
-    if not ratings:
-        raise ImportFileError(f"{path}: no rating rows")
+    ratings = []
+    for line, fields, score, method in _cxc_rows(path, CXC_SITS_COLUMNS):
+        caption_id = _cxc_caption_id(path, line, fields[0], "caption")
+        image_id = _cxc_image_id(path, line, fields[1])
+        ratings.append(CxcRating(line, caption_id, image_id, score, method))
+    _refuse_repeats(path, [(r.line, r.image_id, r.caption_id) for r in ratings], "image")
     return ratings
 
 
-def _cxc_caption_id(path: Path, line: int, value: str) -> int:
+def parse_cxc_sts(path: Path) -> list[CxcCaptionRating]:
+    """Read a CxC STS CSV (`caption1,caption2,agg_score,sampling_method`) into ratings."""
+    ratings = []
+    for line, fields, score, method in _cxc_rows(path, CXC_STS_COLUMNS):
+        first = _cxc_caption_id(path, line, fields[0], "caption1")
+        second = _cxc_caption_id(path, line, fields[1], "caption2")
+        ratings.append(CxcCaptionRating(line, first, second, score, method))
+    _refuse_repeats(path, [(r.line, r.caption2_id, r.caption1_id) for r in ratings], "caption")
+    return ratings
+
+
+def _cxc_rows(path: Path, columns: tuple[str, ...]) -> list[tuple[int, list[str], float, str]]:
+    """Return (line, fields, score, sampling method) of every row of a CxC ratings CSV whose
+    header is `columns`; at least one row."""
+    with csv_problems(path):
+        handle = io.StringIO(read_text(path), newline="")
+        rows = []
+        with handle:
+            reader = csv.reader(handle)
+            _cxc_header(path, tuple(h.strip() for h in next(reader, None) or ()), columns)
+            for line, fields in enumerate(reader, start=2):
+                if not fields:
+                    continue
+                if len(fields) != len(columns):
+                    raise ImportFileError(
+                        f"{path}:{line}: expected {len(columns)} comma-separated fields, "
+                        f"got {len(fields)}"
+                    )
+                score = _cxc_score(path, line, fields[2])
+                method = fields[3].strip()
+                if not method:
+                    raise ImportFileError(f"{path}:{line}: field sampling_method is empty")
+                rows.append((line, fields, score, method))
+    if not rows:
+        raise ImportFileError(f"{path}: no rating rows")
+    return rows
+
+
+def _cxc_header(path: Path, header: tuple[str, ...], columns: tuple[str, ...]) -> None:
+    if header == columns:
+        return
+    other = _CXC_TASKS.get(header[:2])
+    hint = f"; this looks like a CxC {other} file, not {_CXC_TASKS[columns[:2]]}"
+    raise ImportFileError(
+        f"{path}:1: header must be {','.join(columns)}, got "
+        f"{','.join(header) or 'nothing'}{hint if other else ''}"
+    )
+
+
+def _refuse_repeats(path: Path, pairs: list[tuple[int, int, int]], kind: str) -> None:
+    """Refuse a (kind, caption) pair rated on two lines; `pairs` holds (line, id, caption)."""
+    seen: dict[tuple[int, int], int] = {}
+    for line, other, caption in pairs:
+        if (other, caption) in seen:
+            raise ImportFileError(
+                f"{path}:{line}: caption {caption} and {kind} {other} repeat line "
+                f"{seen[other, caption]}"
+            )
+        seen[other, caption] = line
+
+
+def _cxc_caption_id(path: Path, line: int, value: str, field: str) -> int:
     # e.g. COCO_val2014:sentid:732091
     prefix, _, number = value.strip().rpartition(":sentid:")
     if not prefix or not number:
         raise ImportFileError(
-            f"{path}:{line}: field caption must look like COCO_val2014:sentid:<caption id>, "
+            f"{path}:{line}: field {field} must look like COCO_val2014:sentid:<caption id>, "
             f"got {value!r}"
         )
-    return parse_id(path, line, "caption (sentid)", number)
+    return parse_id(path, line, f"{field} (sentid)", number)
 
 
 def _cxc_image_id(path: Path, line: int, value: str) -> int:

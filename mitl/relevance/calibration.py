@@ -2,9 +2,11 @@
 
 Pure Python, numpy, scipy and scikit-learn.
 
-Ratings are pairs with a human score: Crisscrossed Captions' image–caption ratings (SITS,
-0–5, read by `read_sits`), its caption–caption ratings (STS, `read_sts`), or the crowd's
-answers on the platform (4 levels: 3 = "100% YES" down to 0 = "100% NO", averaged per pair).
+Ratings are pairs with a human score, given by id and turned into corpus indexes by
+`image_ratings` / `caption_ratings`: Crisscrossed Captions' image–caption ratings (SITS,
+0–5) and caption–caption ratings (STS), as `annotation.positive_parsers` reads their files,
+or the crowd's answers on the platform (4 levels: 3 = "100% YES" down to 0 = "100% NO",
+averaged per pair).
 A proxy scores an image–caption pair through `mitl.relevance.images.pair_relevance` (both
 aggregations are features) and a caption–caption pair directly (the first caption is the
 candidate).
@@ -21,11 +23,8 @@ caption's own image, or the second caption's, may still sit in the fitted folds.
 
 from __future__ import annotations
 
-import csv
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,13 +33,12 @@ from scipy import stats
 from mitl.relevance.images import AGGREGATIONS, CaptionCorpus, pair_relevance
 from mitl.relevance.proxies import CaptionProxy
 
-_SENTENCE = re.compile(r"^COCO_[a-z]+[0-9]*:sentid:([0-9]+)$")
 FOLDS = 5
 COMBINATION = "combination"
 
 
 class RatingsError(ValueError):
-    """A ratings file that cannot be read against the corpus; the message says why."""
+    """Ratings that name an id the corpus lacks; the message says where."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,92 +54,55 @@ class Ratings:
     groups: np.ndarray  # image index the pair belongs to, for folds that split by image
 
 
-def _caption_index(corpus: CaptionCorpus) -> dict[int, int]:
-    return {int(c): i for i, c in enumerate(corpus.caption_ids)}
+RatedPair = tuple[int, int, int, float]  # (line, left id, right id, score)
 
 
-def _sentence(value: str, path: Path, line: int, index: Mapping[int, int]) -> int:
-    match = _SENTENCE.match(value.strip())
-    if match is None:
-        raise RatingsError(
-            f"{path}:{line}: expected a caption written COCO_<split>:sentid:<id>, got {value!r}"
-        )
-    caption = index.get(int(match.group(1)))
-    if caption is None:
-        raise RatingsError(f"{path}:{line}: caption {match.group(1)} is not in the dataset")
-    return caption
-
-
-def _rows(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            missing = [c for c in columns if c not in (reader.fieldnames or [])]
-            if missing:
-                raise RatingsError(f"{path}:1: missing columns {', '.join(missing)}")
-            return [(line, row) for line, row in enumerate(reader, start=2)]
-    except OSError as exc:
-        raise RatingsError(f"{path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise RatingsError(f"{path}: not a readable CSV file ({exc})") from None
-
-
-def _score(value: str, path: Path, line: int) -> float:
-    try:
-        score = float(value)
-    except ValueError:
-        raise RatingsError(f"{path}:{line}: agg_score must be a number, got {value!r}") from None
-    if not np.isfinite(score):
-        raise RatingsError(f"{path}:{line}: agg_score must be finite, got {value!r}")
-    return score
-
-
-def read_sits(path: Path, corpus: CaptionCorpus, image_files: Mapping[str, int]) -> Ratings:
-    """Read CxC's image–caption ratings (`caption,image,agg_score,sampling_method`).
-
-    `image_files` maps an image's file name to its image id (the dataset's captions file).
-    """
-    captions = _caption_index(corpus)
-    images = {int(i): k for k, i in enumerate(corpus.image_ids)}
-    left, right, score = [], [], []
-    for line, row in _rows(path, ("caption", "image", "agg_score")):
-        caption = _sentence(row["caption"], path, line, captions)
-        image_id = image_files.get(row["image"].strip())
-        if image_id is None or image_id not in images:
-            raise RatingsError(f"{path}:{line}: image {row['image']!r} is not in the dataset")
-        left.append(caption)
-        right.append(images[image_id])
-        score.append(_score(row["agg_score"], path, line))
-    left_a, right_a = np.array(left, dtype=np.int64), np.array(right, dtype=np.int64)
+def image_ratings(
+    source: str, pairs: Sequence[RatedPair], corpus: CaptionCorpus, *, where: str
+) -> Ratings:
+    """Return rated (caption id, image id) pairs as corpus indexes; `where` names the file
+    in the error about an id the dataset lacks."""
+    captions = _indexes(pairs, 1, corpus.caption_ids, "caption", where)
+    images = _indexes(pairs, 2, corpus.image_ids, "image", where)
     return Ratings(
-        source="sits",
+        source=source,
         kind="image",
-        left=left_a,
-        right=right_a,
-        score=np.array(score),
-        ground_truth=corpus.image_of[left_a] == right_a,
-        groups=right_a,
+        left=captions,
+        right=images,
+        score=np.array([pair[3] for pair in pairs], dtype=np.float64),
+        ground_truth=corpus.image_of[captions] == images,
+        groups=images,
     )
 
 
-def read_sts(path: Path, corpus: CaptionCorpus) -> Ratings:
-    """Read CxC's caption–caption ratings (`caption1,caption2,agg_score,sampling_method`)."""
-    captions = _caption_index(corpus)
-    left, right, score = [], [], []
-    for line, row in _rows(path, ("caption1", "caption2", "agg_score")):
-        left.append(_sentence(row["caption1"], path, line, captions))
-        right.append(_sentence(row["caption2"], path, line, captions))
-        score.append(_score(row["agg_score"], path, line))
-    left_a, right_a = np.array(left, dtype=np.int64), np.array(right, dtype=np.int64)
+def caption_ratings(
+    source: str, pairs: Sequence[RatedPair], corpus: CaptionCorpus, *, where: str
+) -> Ratings:
+    """Return rated (caption id, caption id) pairs as corpus indexes (see image_ratings)."""
+    left = _indexes(pairs, 1, corpus.caption_ids, "caption", where)
+    right = _indexes(pairs, 2, corpus.caption_ids, "caption", where)
     return Ratings(
-        source="sts",
+        source=source,
         kind="caption",
-        left=left_a,
-        right=right_a,
-        score=np.array(score),
-        ground_truth=corpus.image_of[left_a] == corpus.image_of[right_a],
-        groups=corpus.image_of[left_a],
+        left=left,
+        right=right,
+        score=np.array([pair[3] for pair in pairs], dtype=np.float64),
+        ground_truth=corpus.image_of[left] == corpus.image_of[right],
+        groups=corpus.image_of[left],
     )
+
+
+def _indexes(
+    pairs: Sequence[RatedPair], column: int, ids: np.ndarray, kind: str, where: str
+) -> np.ndarray:
+    index = {int(value): i for i, value in enumerate(ids)}
+    found = np.empty(len(pairs), dtype=np.int64)
+    for k, pair in enumerate(pairs):
+        position = index.get(pair[column])
+        if position is None:
+            raise RatingsError(f"{where}:{pair[0]}: {kind} {pair[column]} is not in the dataset")
+        found[k] = position
+    return found
 
 
 def proxy_features(

@@ -25,7 +25,6 @@ RELEASE_AGGREGATION = "mean"  # how a release's proxy qrels score an image from 
 @dataclass(frozen=True, eq=False)
 class DatasetCorpus:
     corpus: CaptionCorpus
-    image_files: dict[str, int]  # file name -> image id
     dataset: Dataset | None
 
 
@@ -34,11 +33,10 @@ def dataset_corpus(dataset: Dataset) -> DatasetCorpus:
     rows = list(
         Caption.objects.filter(dataset=dataset)
         .order_by("id")
-        .values_list("ext_id", "image__ext_id", "text", "image__file_name")
+        .values_list("ext_id", "image__ext_id", "text")
     )
     corpus = CaptionCorpus.of([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
-    files = {r[3]: r[1] for r in rows if r[3]}
-    return DatasetCorpus(corpus=corpus, image_files=files, dataset=dataset)
+    return DatasetCorpus(corpus=corpus, dataset=dataset)
 
 
 def query_relevance(

@@ -11,21 +11,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from django.conf import settings
 
 from annotation.models import AssignmentStatus, Dataset, Judgement, RelevanceCalibration
+from annotation.positive_parsers import parse_cxc_sits, parse_cxc_sts
 from mitl.judgements import Level
 from mitl.relevance.calibration import (
     COMBINATION,
     Ratings,
+    caption_ratings,
     context_features,
     correlation_row,
     correlation_table,
     fit_combination,
+    image_ratings,
     proxy_features,
-    read_sits,
-    read_sts,
     recommend,
 )
 from mitl.relevance.images import CaptionCorpus
@@ -50,27 +50,15 @@ def crowd_ratings(dataset: Dataset, corpus: CaptionCorpus) -> Ratings | None:
     judged = Judgement.objects.filter(
         item__hit__batch__dataset=dataset, assignment__status__in=COUNTED_ASSIGNMENTS
     ).values_list("item__caption__ext_id", "item__image__ext_id", "level")
-    captions = {int(c): i for i, c in enumerate(corpus.caption_ids)}
-    images = {int(i): k for k, i in enumerate(corpus.image_ids)}
     sums: dict[tuple[int, int], list[float]] = {}
     for caption, image, level in judged.iterator():
-        if caption in captions and image in images:
-            entry = sums.setdefault((captions[caption], images[image]), [0.0, 0.0])
-            entry[0] += LEVEL_RATING[level]
-            entry[1] += 1
+        entry = sums.setdefault((caption, image), [0.0, 0.0])
+        entry[0] += LEVEL_RATING[level]
+        entry[1] += 1
     if not sums:
         return None
-    pairs = np.array(list(sums), dtype=np.int64)
-    scores = np.array([total / count for total, count in sums.values()])
-    return Ratings(
-        source="crowd",
-        kind="image",
-        left=pairs[:, 0],
-        right=pairs[:, 1],
-        score=scores,
-        ground_truth=corpus.image_of[pairs[:, 0]] == pairs[:, 1],
-        groups=pairs[:, 1],
-    )
+    pairs = [(0, caption, image, total / n) for (caption, image), (total, n) in sums.items()]
+    return image_ratings("crowd", pairs, corpus, where=f"dataset {dataset.name}")
 
 
 def calibration_report(
@@ -90,9 +78,13 @@ def calibration_report(
         if crowd is not None:
             sources.append(crowd)
     if sits is not None:
-        sources.append(read_sits(sits, data.corpus, data.image_files))
+        rows = parse_cxc_sits(sits)
+        pairs = [(r.line, r.caption_id, r.image_id, r.score) for r in rows]
+        sources.append(image_ratings("sits", pairs, data.corpus, where=str(sits)))
     if sts is not None:
-        sources.append(read_sts(sts, data.corpus))
+        rows = parse_cxc_sts(sts)
+        pairs = [(r.line, r.caption1_id, r.caption2_id, r.score) for r in rows]
+        sources.append(caption_ratings("sts", pairs, data.corpus, where=str(sts)))
     if not sources:
         return {}
     built = {}

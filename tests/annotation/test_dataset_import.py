@@ -19,7 +19,7 @@ from annotation.errors import ServiceError
 from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
 from annotation.parse_common import ImportFileError
 from annotation.parsers import parse_captions, parse_captions_tsv, parse_labels_json
-from annotation.positive_parsers import parse_cxc_sits, parse_eccv_positives
+from annotation.positive_parsers import parse_cxc_sits, parse_cxc_sts, parse_eccv_positives
 from annotation.services import dataset_import_tsv, positives_import_eccv
 from tests.shared_data import COCO5K_CAPTIONS, needs_coco5k
 
@@ -715,3 +715,25 @@ def test_a_json_integer_too_long_to_convert_is_a_file_error_not_a_crash(tmp_path
     path = write_text(tmp_path / "captions.json", coco_json(caption_id="9" * 5000))
     with pytest.raises(ImportFileError, match=r"captions.json:6: invalid JSON \(integer"):
         parse_captions(path, format="coco")
+
+
+STS_HEADER = "caption1,caption2,agg_score,sampling_method"
+
+
+def test_sts_file_is_read_into_caption_caption_ratings(tmp_path):
+    rows = ["COCO_val2014:sentid:11,COCO_val2014:sentid:21,3.1,c2c_isim"]
+    (rating,) = parse_cxc_sts(write_sits(tmp_path / "sts.csv", rows, STS_HEADER))
+    assert (rating.line, rating.caption1_id, rating.caption2_id, rating.score) == (2, 11, 21, 3.1)
+
+    with pytest.raises(
+        ImportFileError, match=r"sts.csv:3: caption 11 and caption 21 repeat line 2"
+    ):
+        parse_cxc_sts(write_sits(tmp_path / "sts.csv", rows * 2, STS_HEADER))
+    with pytest.raises(ImportFileError, match=r"field caption2 must look like COCO_val2014"):
+        parse_cxc_sts(
+            write_sits(tmp_path / "sts.csv", ["COCO_val2014:sentid:1,x.jpg,1,m"], STS_HEADER)
+        )
+    with pytest.raises(
+        ImportFileError, match=r"looks like a CxC SITS \(caption-image\) file, not STS"
+    ):
+        parse_cxc_sts(write_sits(tmp_path / "sits.csv", SITS_ROWS))

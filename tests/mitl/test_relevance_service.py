@@ -219,8 +219,9 @@ def test_relevance_calibrate_reports_and_keeps_the_table(
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ([("COCO_val2014:sentid:999999999", "x.png", 1.0)], "not in the dataset"),
-        ([("caption 1", "x.png", 1.0)], "COCO_<split>:sentid:<id>"),
+        ([("COCO_val2014:sentid:999999999", "synthetic_000001.png", 1.0)], "not in the dataset"),
+        ([("caption 1", "synthetic_000001.png", 1.0)], "COCO_val2014:sentid:<caption id>"),
+        ([("COCO_val2014:sentid:1", "x.png", 1.0)], "must be a COCO file name"),
     ],
 )
 def test_relevance_calibrate_names_a_bad_ratings_line(dataset, tmp_path, rows, message):

@@ -76,7 +76,7 @@ class Command(BaseCommand):
                 combination=not options["no_combination"],
                 say=None if quiet else lambda line: self.stderr.write(line),
             )
-        except (RatingsError, UnknownProxy, RuntimeError, OSError) as exc:
+        except (ImportFileError, RatingsError, UnknownProxy, RuntimeError, OSError) as exc:
             raise CommandError(str(exc)) from None
         if not report:
             raise CommandError(
@@ -109,5 +109,4 @@ class Command(BaseCommand):
         corpus = CaptionCorpus.of(
             [r.caption_id for r in rows], [r.image_id for r in rows], [r.text for r in rows]
         )
-        files = {r.file_name: r.image_id for r in rows if r.file_name}
-        return DatasetCorpus(corpus=corpus, image_files=files, dataset=None)
+        return DatasetCorpus(corpus=corpus, dataset=None)
