@@ -63,11 +63,12 @@ class ReleaseTruth:
         """Return the direction's positives and gains prepared for `mitl.metrics` (cached)."""
         if direction not in self._prepared:
             self._prepared[direction] = prepare(
-                self.positives[direction], self._direction_gains(direction)
+                self.positives[direction], self.gains_by_query(direction)
             )
         return self._prepared[direction]
 
-    def _direction_gains(self, direction: str) -> dict[int, dict[int, float]] | None:
+    def gains_by_query(self, direction: str) -> dict[int, dict[int, float]] | None:
+        """Return {query: {target: gain}} of the direction's queries, None without gains."""
         if self.gains is None:
             return None
         queries = self.positives[direction]

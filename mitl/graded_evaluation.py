@@ -89,13 +89,12 @@ def ranked_indexes(
 ) -> dict[str, np.ndarray]:
     """Return each direction's rankings of the release queries as corpus indexes, padded
     with -1 (also the index of a ranked id that is not in the dataset)."""
-    targets = {"i2t": _index_of(corpus.caption_ids), "t2i": _index_of(corpus.image_ids)}
     result = {}
     for direction in DIRECTIONS:
         lists = [rankings[direction][q] for q in release.positives[direction]]
         width = max(map(len, lists), default=0)
         table = np.full((len(lists), max(width, 1)), -1, dtype=np.int64)
-        index = targets[direction]
+        index = _targets_of(corpus, direction)
         for row, ranking in enumerate(lists):
             # An id outside the dataset holds its rank and gains nothing.
             table[row, : len(ranking)] = [index.get(target, -1) for target in ranking]
@@ -114,7 +113,7 @@ def relevance_matrices(
     """Return the relevance of every corpus item to each release query, per direction."""
     queries = query_indexes(corpus, release)
     if options.source == CROWD:
-        return _crowd_matrices(corpus, release, queries)
+        return _crowd_matrices(corpus, release)
     return proxy_matrices(
         corpus, queries, options.source, options.aggregation, cache_dir=cache_dir, progress=progress
     )
@@ -187,40 +186,33 @@ def _cache_key(
     return digest.hexdigest()[:24]
 
 
-def _crowd_matrices(
-    corpus: CaptionCorpus, release: ReleaseTruth, queries: dict[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    captions = _index_of(corpus.caption_ids)
-    images = _index_of(corpus.image_ids)
+def _crowd_matrices(corpus: CaptionCorpus, release: ReleaseTruth) -> dict[str, np.ndarray]:
+    """Return the release's positives as 1 and its judged pairs as their verdict score."""
     result = {}
     for direction in DIRECTIONS:
-        targets = captions if direction == "i2t" else images
-        matrix = np.zeros((len(queries[direction]), len(targets)), dtype=np.float32)
+        targets = _targets_of(corpus, direction)
+        matrix = _truth(release, direction, corpus).astype(np.float32)
+        gains = release.gains_by_query(direction) or {}
         for row, query in enumerate(release.positives[direction]):
-            for target in release.positives[direction][query]:
+            for target, score in gains.get(query, {}).items():
                 if target in targets:
-                    matrix[row, targets[target]] = 1.0
-        row_of = _row_of(release, direction)
-        for (image, caption), score in (release.gains or {}).items():
-            query, target = (image, caption) if direction == "i2t" else (caption, image)
-            row = row_of.get(query)
-            if row is not None and target in targets:
-                matrix[row, targets[target]] = score
+                    matrix[row, targets[target]] = score
         result[direction] = matrix
     return result
 
 
-def _row_of(release: ReleaseTruth, direction: str) -> dict[int, int]:
-    return {query: row for row, query in enumerate(release.positives[direction])}
+def _targets_of(corpus: CaptionCorpus, direction: str) -> dict[int, int]:
+    """Return target id -> corpus index: captions for i2t, images for t2i."""
+    return _index_of(corpus.caption_ids if direction == "i2t" else corpus.image_ids)
 
 
-def _truth(
-    release: ReleaseTruth, direction: str, corpus: CaptionCorpus, shape: tuple[int, int]
-) -> np.ndarray:
-    targets = _index_of(corpus.caption_ids if direction == "i2t" else corpus.image_ids)
-    truth = np.zeros(shape, dtype=bool)
-    for row, query in enumerate(release.positives[direction]):
-        for target in release.positives[direction][query]:
+def _truth(release: ReleaseTruth, direction: str, corpus: CaptionCorpus) -> np.ndarray:
+    """Mark each release query's positives among the corpus targets."""
+    targets = _targets_of(corpus, direction)
+    queries = release.positives[direction]
+    truth = np.zeros((len(queries), len(targets)), dtype=bool)
+    for row, query in enumerate(queries):
+        for target in queries[query]:
             if target in targets:
                 truth[row, targets[target]] = True
     return truth
@@ -242,7 +234,7 @@ def graded_evaluate(
             f"ndcg@{options.ndcg_k}": query_mean(ndcg(rel, rows, options.ndcg_k)),
             "ndcg": query_mean(ndcg(rel, rows, None, gain="exponential")),
         }
-        truth = _truth(release, direction, corpus, rel.shape)
+        truth = _truth(release, direction, corpus)
         for k in options.ks:
             values[f"ncs@{k}"] = query_mean(ncs(rel, rows, k))
         for k in options.ks:
