@@ -29,7 +29,7 @@ from mitl.relevance.calibration import (
     recommend,
 )
 from mitl.relevance.images import CaptionCorpus
-from mitl.relevance.proxies import PROXIES, proxy_build, proxy_spec
+from mitl.relevance.proxies import PROXIES, proxy_build, proxy_spec, proxy_unavailable
 from mitl.services.relevance import DatasetCorpus
 
 # The crowd's four answers as an ordinal rating.
@@ -123,17 +123,7 @@ def calibration_report(
 
 def default_proxies() -> list[str]:
     """Return every proxy that runs here (METEOR only with Java, pos/synset with WordNet)."""
-    from mitl.relevance.meteor import java_available
-    from mitl.relevance.wordnet import wordnet_available
-
-    names = []
-    for name, spec in PROXIES.items():
-        if spec.needs == "Java" and not java_available():
-            continue
-        if spec.needs == "WordNet" and not wordnet_available():
-            continue
-        names.append(name)
-    return names
+    return [name for name in PROXIES if proxy_unavailable(name) is None]
 
 
 def format_report(report: dict[str, Any]) -> str:
