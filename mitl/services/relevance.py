@@ -15,6 +15,7 @@ import numpy as np
 from django.conf import settings
 
 from annotation.models import Caption, Dataset
+from annotation.parsers import CaptionRow
 from mitl.graded_evaluation import proxy_matrices, queries_as_indexes
 from mitl.qrels import proxy_qrels_file, proxy_qrels_text
 from mitl.relevance.images import CaptionCorpus, Progress
@@ -37,6 +38,13 @@ def dataset_corpus(dataset: Dataset) -> DatasetCorpus:
     )
     corpus = CaptionCorpus.of([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
     return DatasetCorpus(corpus=corpus, dataset=dataset)
+
+
+def captions_corpus(rows: Sequence[CaptionRow]) -> CaptionCorpus:
+    """Return a captions TSV's rows (`annotation.parsers.parse_captions_tsv`) as a corpus."""
+    return CaptionCorpus.of(
+        [row.caption_id for row in rows], [row.image_id for row in rows], [row.text for row in rows]
+    )
 
 
 def query_relevance(

@@ -24,8 +24,9 @@ from mitl.graded_evaluation import (
     graded_evaluate,
     relevance_matrices,
 )
-from mitl.relevance.images import AGGREGATIONS, CaptionCorpus
+from mitl.relevance.images import AGGREGATIONS
 from mitl.relevance.proxies import PROXIES
+from mitl.services.relevance import captions_corpus
 
 
 class Command(BaseCommand):
@@ -127,11 +128,7 @@ class Command(BaseCommand):
         for name in ("threshold", "near_duplicate"):
             if not 0.0 <= options[name] <= 1.0:
                 raise CommandError(f"--{name.replace('_', '-')} must lie in [0, 1]")
-        corpus = CaptionCorpus.of(
-            [row.caption_id for row in rows],
-            [row.image_id for row in rows],
-            [row.text for row in rows],
-        )
+        corpus = captions_corpus(rows)
         tables = []
         for source in sources:
             graded_options = GradedOptions(

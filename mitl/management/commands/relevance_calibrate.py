@@ -9,9 +9,8 @@ from annotation.models import Dataset
 from annotation.parse_common import ImportFileError
 from annotation.parsers import parse_captions_tsv
 from mitl.relevance.calibration import RatingsError
-from mitl.relevance.images import CaptionCorpus
 from mitl.relevance.proxies import UnknownProxy
-from mitl.services.relevance import DatasetCorpus, dataset_corpus
+from mitl.services.relevance import DatasetCorpus, captions_corpus, dataset_corpus
 from mitl.services.relevance_calibration import (
     calibration_report,
     calibration_save,
@@ -106,7 +105,4 @@ class Command(BaseCommand):
             rows = parse_captions_tsv(path)
         except ImportFileError as exc:
             raise CommandError(str(exc)) from None
-        corpus = CaptionCorpus.of(
-            [r.caption_id for r in rows], [r.image_id for r in rows], [r.text for r in rows]
-        )
-        return DatasetCorpus(corpus=corpus, dataset=None)
+        return DatasetCorpus(corpus=captions_corpus(rows), dataset=None)
