@@ -38,6 +38,12 @@ class Image(models.Model):
     labels = models.JSONField(
         default=list, blank=True, help_text="Object class labels present in the image (multi-hot)."
     )
+    instances = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Object instances: [{'category', 'area' (box area / image area), 'bbox' "
+        "[x, y, w, h] in pixels, 'attributes' [words]}] (mitl.explain.concepts).",
+    )
 
     class Meta:
         constraints = [

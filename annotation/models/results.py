@@ -67,6 +67,12 @@ class Evaluation(models.Model):
     rankings_sha256 = models.CharField(
         max_length=64, help_text="Checksum of the uploaded rankings, to spot resubmissions."
     )
+    explanation = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Concept failure metrics of the model's top-1 results (mitl.explain); "
+        "null when the dataset has no concepts.",
+    )
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

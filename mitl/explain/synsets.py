@@ -1,0 +1,126 @@
+"""Concept categories as WordNet synsets, and the path similarity between two categories.
+
+Pure Python over `mitl.relevance.wordnet`. A category's synset is, in order: the table
+below (names whose first WordNet sense is not the visual one: "star" is first a celestial
+body, "mouse" an animal, "sports ball" no lemma at all), the first noun sense of the whole
+name ("traffic light" → traffic_light.n.01), then the first noun sense of its last word
+("baseball glove" → glove.n.01). A category WordNet cannot place has no synset: it is only
+similar to itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+
+from mitl.relevance.wordnet import wordnet, wordnet_available
+
+# The synthetic generator's shapes and the COCO categories whose first sense is not the
+# object in the picture.
+CATEGORY_SYNSETS: dict[str, str] = {
+    "circle": "circle.n.01",
+    "square": "square.n.01",
+    "triangle": "triangle.n.01",
+    "star": "star.n.05",
+    "cross": "crisscross.n.01",
+    "ring": "ring.n.02",
+    "sports ball": "ball.n.01",
+    "mouse": "mouse.n.04",
+    "remote": "remote_control.n.01",
+    "tv": "television_receiver.n.01",
+    "laptop": "laptop.n.01",
+    "keyboard": "computer_keyboard.n.01",
+    "cell phone": "cellular_telephone.n.01",
+    "dining table": "dining_table.n.01",
+    "potted plant": "pot_plant.n.01",
+    "hair drier": "hand_blower.n.01",
+    "fire hydrant": "fireplug.n.01",
+    "tie": "necktie.n.01",
+    "mouth": "mouth.n.01",
+    "glass": "glass.n.02",
+    "bat": "bat.n.05",
+    "kite": "kite.n.03",
+    "bus": "bus.n.01",
+    "orange": "orange.n.01",
+}
+
+
+@lru_cache(maxsize=65_536)
+def category_synset(category: str) -> str | None:
+    """Return the WordNet synset name of a category, or None when WordNet cannot place it."""
+    if category in CATEGORY_SYNSETS:
+        return CATEGORY_SYNSETS[category]
+    if not wordnet_available():
+        return None
+    wn = wordnet()
+    words = category.strip().lower().split()
+    for lemma in ("_".join(words), words[-1] if words else ""):
+        senses = wn.synsets(lemma, "n") if lemma else []
+        if senses:
+            return str(senses[0].name())
+    return None
+
+
+@lru_cache(maxsize=1_048_576)
+def category_similarity(left: str, right: str) -> float:
+    """Return WordNet path similarity of two categories' synsets (1 for the same category).
+
+    Categories without a synset are similar only to themselves (1) and to nothing else (0).
+    """
+    if left == right:
+        return 1.0
+    a, b = category_synset(left), category_synset(right)
+    if a is None or b is None:
+        return 0.0
+    if a == b:
+        return 1.0
+    wn = wordnet()
+    return float(wn.synset(a).path_similarity(wn.synset(b)) or 0.0)
+
+
+@lru_cache(maxsize=65_536)
+def _hypernym_closure(synset: str) -> frozenset[str]:
+    """Return the synset and every hypernym above it (instance hypernyms included)."""
+    node = wordnet().synset(synset)
+    above = node.closure(lambda s: s.hypernyms() + s.instance_hypernyms())
+    return frozenset([synset, *(s.name() for s in above)])
+
+
+def mentioned_synsets(nouns: Iterable[str]) -> frozenset[str]:
+    """Return the nouns themselves and every synset they name or are a kind of."""
+    found: set[str] = set()
+    for noun in nouns:
+        found.add(noun)
+        synset = category_synset(noun)
+        if synset is not None:
+            found |= _hypernym_closure(synset)
+    return frozenset(found)
+
+
+def categories_mentioned(text: str, categories: Iterable[str]) -> frozenset[str]:
+    """Return the categories that a noun of `text` names, itself or as a kind of it.
+
+    "A man riding a horse" mentions `person` (a man is a kind of person), `horse` and
+    `animal`, not `dog`: naming a kind does not mention the other kinds beside it. A
+    category of several words is mentioned by those words in a row ("dining tables").
+    """
+    from mitl.explain.concepts import caption_nouns
+
+    named = mentioned_synsets(caption_nouns(text))
+    phrase = f" {' '.join(_singular_tokens(text))} "
+    return frozenset(
+        c
+        for c in categories
+        if c in named or category_synset(c) in named or (" " in c and f" {c} " in phrase)
+    )
+
+
+def _singular_tokens(text: str) -> list[str]:
+    """Return the text's tokens with plural nouns made singular ("dining tables")."""
+    from mitl.relevance.words import NOUN, tag_word, tokens
+
+    singular = []
+    for word in tokens(text):
+        lemma, pos = tag_word(word)
+        singular.append(lemma if pos == NOUN else word)
+    return singular
