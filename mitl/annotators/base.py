@@ -8,7 +8,7 @@ directions can never disagree about a pair. Pure Python: no Django import.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -93,6 +93,8 @@ class Annotator(ABC):
 
     kind: ClassVar[str]
     config_keys: ClassVar[tuple[str, ...]] = ()
+    # Whether `text_similarity` can score free texts (perturbed caption queries).
+    can_score_text: ClassVar[bool] = False
 
     def __init__(self, *, name: str, config: Mapping[str, Any]) -> None:
         """Store `name` and `config`, rejecting config keys the annotator does not know."""
@@ -131,6 +133,17 @@ class Annotator(ABC):
         The same function serves image-to-text and text-to-image retrieval, so both directions
         rank every pair by the same number.
         """
+
+    def text_similarity(self, texts: Sequence[str], caption_rows: np.ndarray) -> np.ndarray:
+        """Return float32 scores (len(texts), n_images) of free texts against every image.
+
+        `texts[k]` stands in for caption row `caption_rows[k]` (a perturbed version of it):
+        where an annotator represents an image by its captions, that caption is left out of
+        its own image, exactly as `similarity` leaves a caption out of its own image.
+        `caption_rows[k]` may be -1 for a text that replaces no caption (nothing left out).
+        Only annotators with `can_score_text` implement it.
+        """
+        raise AnnotatorError(f"annotator '{self.name}' ({self.kind}) cannot score free text")
 
 
 Modality = Literal["image", "caption"]
@@ -225,4 +238,24 @@ def as_rows(rows: Any, n: int, what: str) -> np.ndarray:
     array = array.astype(np.int64, copy=False)
     if array.min() < 0 or array.max() >= n:
         raise ValueError(f"{what} rows must lie in 0..{n - 1}")
+    return array
+
+
+def as_text_rows(rows: Any, n_texts: int, n_captions: int) -> np.ndarray:
+    """Return the caption rows that `n_texts` free texts stand in for, as int64 in -1..n-1.
+
+    -1 marks a text that replaces no caption; raise ValueError for anything else out of range.
+    """
+    array = np.asarray(rows)
+    if array.ndim != 1 or len(array) != n_texts:
+        raise ValueError(
+            f"caption rows must be 1-D with one row per text ({n_texts}), got shape {array.shape}"
+        )
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"caption rows must be integers, got dtype {array.dtype}")
+    array = array.astype(np.int64, copy=False)
+    if array.min() < -1 or array.max() >= n_captions:
+        raise ValueError(f"caption rows must lie in 0..{n_captions - 1}, or be -1 for none")
     return array

@@ -24,6 +24,11 @@ Scores
     The left-out scores depend only on the caption, so `prepare` computes them once, summing the
     other captions directly rather than subtracting, so a caption sharing no word with its
     siblings gets exactly 0 and not a rounding residue.
+
+Free text
+    `text_similarity` vectorises a text t with the vocabulary and idf fitted by `prepare` (words
+    the corpus never used are dropped) and scores it like a caption: cos(t, S_i) against every
+    image, and cos(t, S_i - v_c) against the own image i of the caption c it stands in for.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from mitl.annotators.base import Annotator, Corpus, as_rows
+from mitl.annotators.base import Annotator, Corpus, as_rows, as_text_rows
 
 TOKEN_PATTERN = re.compile(r"[a-z0-9]+")
 
@@ -53,6 +58,8 @@ STOP_WORDS: frozenset[str] = frozenset(_STOP_LIST.split())
 
 # Captions are processed in blocks when computing left-out scores, to bound the temporaries.
 _LEAVE_OUT_BLOCK = 65_536
+# Free texts are scored in blocks, so the densified side of each product stays (terms x block).
+_TEXT_BLOCK = 512
 
 
 def tokenize(text: str, *, stop_words: bool = True) -> list[str]:
@@ -64,39 +71,55 @@ def tokenize(text: str, *, stop_words: bool = True) -> list[str]:
 
 
 def term_counts(
-    texts: Sequence[str], *, stop_words: bool
-) -> tuple[sparse.csr_array, dict[str, int]]:
+    texts: Sequence[str], *, stop_words: bool, vocabulary: Mapping[str, int] | None = None
+) -> tuple[sparse.csr_array, Mapping[str, int]]:
     """Return the (n_texts, n_terms) count matrix and the term → column vocabulary.
 
-    Columns follow the order in which terms first appear, which keeps the result deterministic.
+    Without `vocabulary`, one is built with columns in the order terms first appear, which
+    keeps the result deterministic. With it, only its terms are counted, in its columns.
     """
-    vocabulary: dict[str, int] = {}
+    terms: dict[str, int] = {}
     indices: list[int] = []
     indptr = [0]
     for text in texts:
         for token in tokenize(text, stop_words=stop_words):
-            indices.append(vocabulary.setdefault(token, len(vocabulary)))
+            if vocabulary is None:
+                indices.append(terms.setdefault(token, len(terms)))
+            elif (column := vocabulary.get(token)) is not None:
+                indices.append(column)
         indptr.append(len(indices))
+    columns = terms if vocabulary is None else vocabulary
     counts = sparse.csr_array(
         (
             np.ones(len(indices), dtype=np.float64),
             np.asarray(indices, dtype=np.int64),
             np.asarray(indptr, dtype=np.int64),
         ),
-        shape=(len(texts), len(vocabulary)),
+        shape=(len(texts), len(columns)),
     )
     counts.sum_duplicates()  # repeated tokens in a caption become one entry holding the count
-    return counts, vocabulary
+    return counts, columns
 
 
-def tfidf(counts: sparse.csr_array, *, sublinear_tf: bool) -> sparse.csr_array:
-    """Return L2-normalised TF-IDF rows (float64) for a count matrix; empty rows stay zero."""
+def smooth_idf(counts: sparse.csr_array) -> np.ndarray:
+    """Return each term's idf `log((1 + n) / (1 + df)) + 1` over the rows of a count matrix."""
     n_docs, n_terms = counts.shape
+    document_frequency = np.bincount(counts.indices, minlength=n_terms)
+    return np.log((1.0 + n_docs) / (1.0 + document_frequency)) + 1.0
+
+
+def tfidf(
+    counts: sparse.csr_array, *, sublinear_tf: bool, idf: np.ndarray | None = None
+) -> sparse.csr_array:
+    """Return L2-normalised TF-IDF rows (float64) for a count matrix; empty rows stay zero.
+
+    The idf comes from `counts` itself unless given (free texts reuse the corpus' idf).
+    """
     weights = counts.copy()
     if sublinear_tf:
         weights.data = 1.0 + np.log(weights.data)
-    document_frequency = np.bincount(weights.indices, minlength=n_terms)
-    idf = np.log((1.0 + n_docs) / (1.0 + document_frequency)) + 1.0
+    if idf is None:
+        idf = smooth_idf(counts)
     weights.data *= idf[weights.indices]
     return normalize_rows(weights)
 
@@ -129,21 +152,48 @@ def leave_one_out_scores(
     captions: sparse.csr_array, image_sums: sparse.csr_array, caption_image: np.ndarray
 ) -> np.ndarray:
     """Return cos(v_c, S_i - v_c) for each caption c of image i; 0 where either side is zero."""
-    n_captions = captions.shape[0]
-    scores = np.zeros(n_captions, dtype=np.float64)
-    for start in range(0, n_captions, _LEAVE_OUT_BLOCK):
-        block = slice(start, min(start + _LEAVE_OUT_BLOCK, n_captions))
-        own = captions[block]
-        others = image_sums[caption_image[block]] - own
+    return left_out_cosines(captions, captions, image_sums, caption_image)
+
+
+def left_out_cosines(
+    queries: sparse.csr_array,
+    left_out: sparse.csr_array,
+    image_sums: sparse.csr_array,
+    images: np.ndarray,
+) -> np.ndarray:
+    """Return cos(q_k, S_i - v_k) with i = images[k]; 0 where either side is zero.
+
+    Row k of `left_out` is v_k, a caption of image i; `queries` is that caption or a text
+    standing in for it. All inputs are float64, unit (or zero) rows and their sums.
+    """
+    n_queries = queries.shape[0]
+    scores = np.zeros(n_queries, dtype=np.float64)
+    for start in range(0, n_queries, _LEAVE_OUT_BLOCK):
+        block = slice(start, min(start + _LEAVE_OUT_BLOCK, n_queries))
+        query = queries[block]
+        others = image_sums[images[block]] - left_out[block]
         # A term only c holds leaves an exact 0 here (x - x), which would otherwise be stored.
         others.eliminate_zeros()
-        numerator = row_dot(others, own)
-        denominator = np.sqrt(row_dot(others, others) * row_dot(own, own))
+        numerator = row_dot(others, query)
+        denominator = np.sqrt(row_dot(others, others) * row_dot(query, query))
         # Non-empty vectors are sums of non-negative unit vectors, so their squared norms are
         # at least 1; anything below 0.5 is a zero vector up to rounding.
         defined = denominator > 0.5
         scores[block][defined] = numerator[defined] / denominator[defined]
     return scores
+
+
+def dense_product(left: sparse.csr_array, right: sparse.csr_array) -> np.ndarray:
+    """Return `left @ right.T` as a dense float32 array.
+
+    Only the side with fewer rows is densified (terms x rows), so memory is the result plus
+    that slab.
+    """
+    if left.shape[0] <= right.shape[0]:
+        product = (right @ left.T.toarray()).T
+    else:
+        product = left @ right.T.toarray()
+    return np.asarray(product, dtype=np.float32)
 
 
 def _take_rows(matrix: sparse.csr_array, rows: np.ndarray) -> sparse.csr_array:
@@ -176,6 +226,7 @@ class BowAnnotator(Annotator):
 
     kind = "bow"
     config_keys = ("stop_words", "sublinear_tf")
+    can_score_text = True
 
     def __init__(self, *, name: str, config: Mapping[str, Any]) -> None:
         """Read `stop_words` and `sublinear_tf` (both booleans, default true)."""
@@ -184,20 +235,25 @@ class BowAnnotator(Annotator):
         self.sublinear_tf = self._bool_option("sublinear_tf", True)
         self._captions: sparse.csr_array | None = None
         self._images: sparse.csr_array | None = None
+        # Kept for free texts: the corpus' idf and the unnormalised float64 image sums S_i.
+        self._idf = np.zeros(0, dtype=np.float64)
+        self._image_sums: sparse.csr_array | None = None
         self._caption_image = np.zeros(0, dtype=np.int64)
         self._leave_one_out = np.zeros(0, dtype=np.float32)
-        self.vocabulary: dict[str, int] = {}
+        self.vocabulary: Mapping[str, int] = {}
 
     def prepare(self, corpus: Corpus) -> None:
         """Build caption vectors, image centroids and every caption's left-out score."""
         counts, self.vocabulary = term_counts(corpus.caption_texts, stop_words=self.stop_words)
-        captions = tfidf(counts, sublinear_tf=self.sublinear_tf).astype(np.float32)
+        self._idf = smooth_idf(counts)
+        captions = tfidf(counts, sublinear_tf=self.sublinear_tf, idf=self._idf).astype(np.float32)
         # The float64 sums are built from the stored float32 vectors, so the left-out scores
         # describe exactly the vectors used for every other pair.
         captions64 = captions.astype(np.float64)
         image_sums = membership(corpus.caption_image, corpus.n_images) @ captions64
         self._captions = captions
         self._images = normalize_rows(image_sums).astype(np.float32)
+        self._image_sums = image_sums
         self._caption_image = corpus.caption_image
         self._leave_one_out = leave_one_out_scores(
             captions64, image_sums, corpus.caption_image
@@ -209,17 +265,40 @@ class BowAnnotator(Annotator):
             raise RuntimeError(f"bow annotator '{self.name}': call prepare() before similarity()")
         images = as_rows(image_rows, self._images.shape[0], "image")
         captions = as_rows(caption_rows, self._captions.shape[0], "caption")
-        image_vectors = _take_rows(self._images, images)
-        caption_vectors = _take_rows(self._captions, captions)
-        # Densify only the smaller side (terms x rows), so memory is the block plus that slab.
-        if len(images) <= len(captions):
-            block = (caption_vectors @ image_vectors.T.toarray()).T
-        else:
-            block = image_vectors @ caption_vectors.T.toarray()
-        block = np.asarray(block, dtype=np.float32)
+        block = dense_product(
+            _take_rows(self._images, images), _take_rows(self._captions, captions)
+        )
         rows, columns = own_pairs(images, self._caption_image[captions])
         block[rows, columns] = self._leave_one_out[captions[columns]]
         return block
+
+    def text_similarity(self, texts: Sequence[str], caption_rows: np.ndarray) -> np.ndarray:
+        """Return float32 cosines (len(texts), n_images) of free texts with every image.
+
+        A text standing in for caption c scores c's own image against its other captions.
+        """
+        if self._captions is None or self._images is None or self._image_sums is None:
+            raise RuntimeError(
+                f"bow annotator '{self.name}': call prepare() before text_similarity()"
+            )
+        rows = as_text_rows(caption_rows, len(texts), self._captions.shape[0])
+        counts, _ = term_counts(texts, stop_words=self.stop_words, vocabulary=self.vocabulary)
+        # Rounded through float32 like the caption vectors, so the original text scores
+        # exactly as its caption does in `similarity`.
+        queries = tfidf(counts, sublinear_tf=self.sublinear_tf, idf=self._idf).astype(np.float32)
+        scores = np.empty((len(texts), self._images.shape[0]), dtype=np.float32)
+        for start in range(0, len(texts), _TEXT_BLOCK):
+            block = slice(start, start + _TEXT_BLOCK)
+            scores[block] = dense_product(queries[block], self._images)
+        replaced = np.flatnonzero(rows >= 0)
+        own_images = self._caption_image[rows[replaced]]
+        scores[replaced, own_images] = left_out_cosines(
+            queries[replaced].astype(np.float64),
+            self._captions[rows[replaced]].astype(np.float64),
+            self._image_sums,
+            own_images,
+        )
+        return scores
 
     @property
     def prepared(self) -> bool:

@@ -15,6 +15,9 @@ strictly, so a checkpoint that does not fit the architecture fails loudly. The m
 validation transform and its tokenizer are built once per annotator instance, on first use;
 `prepare` does not build them at all when the embedding store already holds every vector.
 
+Free texts (`text_similarity`) go through the text tower and are scored against the image
+vectors; images are not represented by captions, so nothing is left out.
+
 This module imports torch and open_clip at the top; the annotator registry imports it lazily,
 so the web process does not pay for them at start-up.
 """
@@ -25,7 +28,7 @@ import contextlib
 import json
 import logging
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,7 @@ import open_clip
 import torch
 from PIL import Image
 
-from mitl.annotators.base import AnnotatorError, Corpus, EmbeddingAnnotator
+from mitl.annotators.base import AnnotatorError, Corpus, EmbeddingAnnotator, as_text_rows
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
@@ -132,6 +135,7 @@ class OpenClipAnnotator(EmbeddingAnnotator):
 
     kind = "open_clip"
     config_keys = ("model", "checkpoint", "model_config", "batch_size", "device", "precision")
+    can_score_text = True
 
     def __init__(self, *, name: str, config: Mapping[str, Any]) -> None:
         """Validate the config and check that the files it names exist; load nothing yet."""
@@ -297,16 +301,32 @@ class OpenClipAnnotator(EmbeddingAnnotator):
 
     def embed_captions(self, corpus: Corpus, rows: np.ndarray) -> np.ndarray:
         """Return L2-normalised float32 caption embeddings for these caption rows."""
+        return self.embed_texts([corpus.caption_texts[row] for row in rows])
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Return L2-normalised float32 text-tower embeddings of `texts`, in batches."""
         model, device = self._ready()
         assert self._tokenizer is not None
         parts: list[np.ndarray] = []
-        for chunk in batches(np.asarray(rows, dtype=np.int64), self.batch_size):
-            tokens = self._tokenizer([corpus.caption_texts[row] for row in chunk])
+        for start in range(0, len(texts), self.batch_size):
+            tokens = self._tokenizer(list(texts[start : start + self.batch_size]))
             with torch.inference_mode():
                 features = model.encode_text(tokens.to(device))
             parts.append(_normalised(features))
-            self._report("embedding captions", sum(len(part) for part in parts), len(rows))
+            self._report("embedding captions", sum(len(part) for part in parts), len(texts))
         return _stack(parts)
+
+    def text_similarity(self, texts: Sequence[str], caption_rows: np.ndarray) -> np.ndarray:
+        """Return float32 cosines (len(texts), n_images) of free texts with every image.
+
+        `caption_rows` is only checked: an image is its pixels, so no caption is left out.
+        """
+        if self.image_vectors is None or self.caption_vectors is None:
+            raise RuntimeError(f"annotator '{self.name}': call prepare() before text_similarity()")
+        as_text_rows(caption_rows, len(texts), len(self.caption_vectors))
+        if not texts or not len(self.image_vectors):
+            return np.zeros((len(texts), len(self.image_vectors)), dtype=np.float32)
+        return np.asarray(self.embed_texts(texts) @ self.image_vectors.T, dtype=np.float32)
 
     def _report(self, what: str, done: int, total: int) -> None:
         if self.progress is not None:

@@ -22,6 +22,10 @@ Scores
     The left-out scores depend only on the caption, so `prepare` computes them once and
     `similarity` patches them into each block.
 
+Free text
+    `text_similarity` encodes a text into t and scores it like a caption: u_i · t against every
+    image, and cos(t, S_i - v_c) against the own image i of the caption c it stands in for.
+
 Cache
     Only caption vectors go through the `EmbeddingStore`. Running the encoder is the expensive
     part; image vectors are sums of caption vectors, cheap to derive on every `prepare`, and they
@@ -45,7 +49,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mitl.annotators.base import AnnotatorError, Corpus, EmbeddingAnnotator, as_rows
+from mitl.annotators.base import (
+    AnnotatorError,
+    Corpus,
+    EmbeddingAnnotator,
+    as_rows,
+    as_text_rows,
+)
 from mitl.annotators.bow import membership, own_pairs
 
 if TYPE_CHECKING:
@@ -110,18 +120,34 @@ def leave_one_out_scores(
     captions: np.ndarray, sums: np.ndarray, caption_image: np.ndarray
 ) -> np.ndarray:
     """Return cos(v_c, S_i - v_c) for each caption c of image i; 0 where either side is zero."""
-    n_captions = len(captions)
-    scores = np.zeros(n_captions, dtype=np.float64)
-    siblings = np.bincount(caption_image, minlength=len(sums))[caption_image] - 1
-    for start in range(0, n_captions, _LEAVE_OUT_BLOCK):
-        block = slice(start, min(start + _LEAVE_OUT_BLOCK, n_captions))
-        own = captions[block].astype(np.float64)
+    per_image = np.bincount(caption_image, minlength=len(sums))
+    return left_out_cosines(captions, captions, sums, caption_image, per_image)
+
+
+def left_out_cosines(
+    queries: np.ndarray,
+    left_out: np.ndarray,
+    sums: np.ndarray,
+    images: np.ndarray,
+    per_image: np.ndarray,
+) -> np.ndarray:
+    """Return cos(q_k, S_i - v_k) with i = images[k]; 0 where either side is zero.
+
+    Row k of `left_out` is v_k, one of the `per_image[i]` captions of image i; `queries` is
+    that caption or a text standing in for it.
+    """
+    n_queries = len(queries)
+    scores = np.zeros(n_queries, dtype=np.float64)
+    siblings = per_image[images] - 1
+    for start in range(0, n_queries, _LEAVE_OUT_BLOCK):
+        block = slice(start, min(start + _LEAVE_OUT_BLOCK, n_queries))
+        query = queries[block].astype(np.float64)
         # Subtracting from the float64 sum of float32 vectors is exact for a lone caption, and
         # the sibling count settles that case anyway without trusting a norm threshold.
-        others = sums[caption_image[block]] - own
-        denominator = np.linalg.norm(others, axis=1) * np.linalg.norm(own, axis=1)
+        others = sums[images[block]] - left_out[block].astype(np.float64)
+        denominator = np.linalg.norm(others, axis=1) * np.linalg.norm(query, axis=1)
         defined = (siblings[block] > 0) & (denominator > 1e-12)
-        numerator = np.einsum("ij,ij->i", others, own)
+        numerator = np.einsum("ij,ij->i", others, query)
         scores[block][defined] = numerator[defined] / denominator[defined]
     return scores
 
@@ -131,6 +157,7 @@ class TextEmbeddingAnnotator(EmbeddingAnnotator):
 
     kind = "text_embedding"
     config_keys = ("model_path", "batch_size", "device")
+    can_score_text = True
 
     def __init__(self, *, name: str, config: Mapping[str, Any]) -> None:
         """Read `model_path`, `batch_size` and `device`, checking that the model path exists."""
@@ -141,6 +168,9 @@ class TextEmbeddingAnnotator(EmbeddingAnnotator):
         self._corpus: Corpus | None = None
         self._caption_image = np.zeros(0, dtype=np.int64)
         self._leave_one_out = np.zeros(0, dtype=np.float32)
+        # Kept for free texts: the float64 caption sums S_i and each image's caption count.
+        self._sums = np.zeros((0, 0), dtype=np.float64)
+        self._per_image = np.zeros(0, dtype=np.int64)
 
     def _fail(self, message: str) -> AnnotatorError:
         """Return an AnnotatorError that names this annotator."""
@@ -248,6 +278,8 @@ class TextEmbeddingAnnotator(EmbeddingAnnotator):
         self._leave_one_out = leave_one_out_scores(captions, sums, corpus.caption_image).astype(
             np.float32
         )
+        self._sums = sums
+        self._per_image = np.bincount(corpus.caption_image, minlength=corpus.n_images)
         self._corpus = corpus
 
     def _caption_vectors_of(self, corpus: Corpus) -> np.ndarray:
@@ -268,3 +300,27 @@ class TextEmbeddingAnnotator(EmbeddingAnnotator):
         rows, columns = own_pairs(images, self._caption_image[captions])
         block[rows, columns] = self._leave_one_out[captions[columns]]
         return block
+
+    def text_similarity(self, texts: Sequence[str], caption_rows: np.ndarray) -> np.ndarray:
+        """Return float32 cosines (len(texts), n_images) of free texts with every image.
+
+        A text standing in for caption c scores c's own image against its other captions.
+        """
+        if self.image_vectors is None or self.caption_vectors is None:
+            raise RuntimeError(f"annotator '{self.name}': call prepare() before text_similarity()")
+        rows = as_text_rows(caption_rows, len(texts), len(self.caption_vectors))
+        if not texts or self.image_vectors.shape[1] == 0:
+            # No text, or a corpus without captions, whose images are all zero vectors.
+            return np.zeros((len(texts), len(self.image_vectors)), dtype=np.float32)
+        queries = self.encode(texts)
+        scores = np.asarray(queries @ self.image_vectors.T, dtype=np.float32)
+        replaced = np.flatnonzero(rows >= 0)
+        own_images = self._caption_image[rows[replaced]]
+        scores[replaced, own_images] = left_out_cosines(
+            queries[replaced],
+            self.caption_vectors[rows[replaced]],
+            self._sums,
+            own_images,
+            self._per_image,
+        )
+        return scores
