@@ -1,4 +1,5 @@
-"""Writes on datasets: imports of images, captions and positive sets; simulated workers.
+"""Writes on datasets: imports of images, captions, object instances and positive sets;
+simulated workers.
 
 Crowd work has its own modules (`handout`, `submissions`, `review`), import jobs theirs
 (`import_jobs`). Every function here is one transaction (files are stored before it and
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.core.files.base import ContentFile
@@ -18,6 +19,7 @@ from django.db import transaction
 
 from .errors import ServiceError
 from .image_sources import FolderImageSource, ImageSource, name_problem
+from .instance_parsers import Instance, parse_coco_instances
 from .models import (
     Caption,
     Dataset,
@@ -43,16 +45,19 @@ def dataset_import_tsv(
     captions_path: Path,
     images_dir: Path | None = None,
     labels_path: Path | None = None,
+    instances_path: Path | None = None,
     description: str = "",
     meta: dict | None = None,
     progress: ProgressCallback | None = None,
 ) -> Dataset:
-    """Import a captions TSV, optionally with a folder of images and labels (`dataset_import`)."""
+    """Import a captions TSV, optionally with a folder of images, labels and object instances
+    (`dataset_import`)."""
     return dataset_import(
         name=name,
         captions_path=captions_path,
         images=FolderImageSource(images_dir) if images_dir else None,
         labels_path=labels_path,
+        instances_path=instances_path,
         description=description,
         meta=meta,
         progress=progress,
@@ -69,6 +74,7 @@ class DatasetPlan:
     rows: list[CaptionRow]
     files: dict[int, str]  # image id → file name, in the file's order
     labels: dict[int, list[str]]
+    instances: dict[int, list[Instance]] = field(default_factory=dict)  # image id → instances
 
 
 def dataset_import_check(
@@ -78,14 +84,15 @@ def dataset_import_check(
     format: str = "tsv",
     images: ImageSource | None = None,
     labels_path: Path | None = None,
+    instances_path: Path | None = None,
     split: str | None = None,
 ) -> DatasetPlan:
     """Read and check a dataset import without writing anything.
 
-    Refuses a taken or malformed name, a bad captions or labels file (naming file, line
-    and field), labels of unknown images, and image files that are missing from `images`
-    or whose names would leave the dataset's folder. Image contents are checked later,
-    as each file is read.
+    Refuses a taken or malformed name, a bad captions, labels or instances file (naming
+    file, line and field), labels or instances of unknown images, and image files that
+    are missing from `images` or whose names would leave the dataset's folder. Image
+    contents are checked later, as each file is read.
     """
     if not _DATASET_NAME.match(name):
         raise ServiceError(
@@ -99,6 +106,16 @@ def dataset_import_check(
     unknown_labels = sorted(set(labels) - set(files))
     if unknown_labels:
         raise ImportFileError(f"{labels_path}: labels for unknown image id {unknown_labels[0]}")
+    instances = parse_coco_instances(instances_path) if instances_path else {}
+    unknown_instances = [image_id for image_id in instances if image_id not in files]
+    if unknown_instances:
+        # e.g. instances_val2014.json beside one Karpathy split: import_instances drops them.
+        raise ImportFileError(
+            f"{instances_path}: {len(unknown_instances)} of its {len(instances)} image ids "
+            f"are not among the captions' images ({_first_ids(unknown_instances)}); import "
+            "the dataset without --instances, then run import_instances with "
+            "--ignore-unknown to drop them"
+        )
     if images is not None:
         for image_id, file_name in files.items():
             problem = name_problem(file_name)
@@ -115,7 +132,7 @@ def dataset_import_check(
                 raise ImportFileError(
                     f"{images.label}: image file {file_name!r} (image_id {image_id}) is missing"
                 )
-    return DatasetPlan(rows=rows, files=files, labels=labels)
+    return DatasetPlan(rows=rows, files=files, labels=labels, instances=instances)
 
 
 def dataset_import(
@@ -125,12 +142,16 @@ def dataset_import(
     format: str = "tsv",
     images: ImageSource | None = None,
     labels_path: Path | None = None,
+    instances_path: Path | None = None,
     split: str | None = None,
     description: str = "",
     meta: dict | None = None,
     progress: ProgressCallback | None = None,
 ) -> Dataset:
     """Import captions (tsv, coco or karpathy; `split` keeps one Karpathy split) as a dataset.
+
+    Labels (`{"<image id>": [...]}`) and COCO object instances (`instances_*.json`) are
+    optional and stored on the images.
 
     Images are optional: without them the dataset is text-only. Everything that can be
     checked up front is (`dataset_import_check`); image files are then checked and stored
@@ -144,6 +165,7 @@ def dataset_import(
         format=format,
         images=images,
         labels_path=labels_path,
+        instances_path=instances_path,
         split=split,
     )
     stored: list[str] = []
@@ -170,6 +192,7 @@ def dataset_import(
                     ext_id=image_id,
                     file_name=file_name,
                     labels=plan.labels.get(image_id, []),
+                    instances=plan.instances.get(image_id, []),
                 )
                 image.file.name = files.get(image_id, "")
                 image_rows.append(image)
@@ -207,6 +230,63 @@ def dataset_import(
             default_storage.delete(saved)
         raise
     return dataset
+
+
+@dataclass(frozen=True)
+class InstancesImported:
+    """What `instances_import` stored and dropped."""
+
+    images: int  # images of the dataset whose instances were replaced
+    instances: int  # instances stored on them
+    unknown_images: int = 0  # images of the file the dataset does not hold (dropped)
+    unknown_instances: int = 0  # their instances
+
+
+def instances_import(
+    *, dataset: Dataset, path: Path, ignore_unknown: bool = False
+) -> InstancesImported:
+    """Store a COCO instances file's objects as `Image.instances` of the dataset's images.
+
+    Each image the file lists gets its instances replaced ([] when it has none); images
+    the file does not list keep theirs. Image ids the dataset does not hold are refused,
+    naming a few, or with `ignore_unknown` dropped and counted; a file with none of the
+    dataset's images is refused either way. All images are written in one transaction, or
+    none.
+    """
+    instances = parse_coco_instances(path)
+    images = {
+        image.ext_id: image for image in Image.objects.filter(dataset=dataset).only("pk", "ext_id")
+    }
+    unknown = [image_id for image_id in instances if image_id not in images]
+    if len(unknown) == len(instances):  # surely the wrong file or dataset: say so
+        raise ServiceError(
+            f"{path}: none of its {len(instances)} image ids are in dataset {dataset.name!r} "
+            f"({_first_ids(unknown)})"
+        )
+    if unknown and not ignore_unknown:
+        raise ServiceError(
+            f"{path}: {len(unknown)} of its {len(instances)} image ids are not in dataset "
+            f"{dataset.name!r} ({_first_ids(unknown)}); --ignore-unknown drops them"
+        )
+    updated = []
+    for image_id, rows in instances.items():
+        if image_id in images:
+            images[image_id].instances = rows
+            updated.append(images[image_id])
+    with transaction.atomic():
+        Image.objects.bulk_update(updated, ["instances"], batch_size=500)
+    return InstancesImported(
+        images=len(updated),
+        instances=sum(len(image.instances) for image in updated),
+        unknown_images=len(unknown),
+        unknown_instances=sum(len(instances[image_id]) for image_id in unknown),
+    )
+
+
+def _first_ids(ids: list[int], shown: int = 5) -> str:
+    """Name the smallest few ids, e.g. "7, 9, 12" or "1, 2, 3, 4, 5, …"."""
+    listed = ", ".join(str(i) for i in sorted(ids)[:shown])
+    return listed + (", …" if len(ids) > shown else "")
 
 
 def positives_import_eccv(

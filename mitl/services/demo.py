@@ -18,7 +18,7 @@ from annotation.services import dataset_import_tsv
 from mitl.config import batch_config
 from mitl.positive_sets import set_agreement
 from mitl.release_files import I2T_FILE, STATS_FILE, T2I_FILE, positives_by_query
-from mitl.synthetic.files import write
+from mitl.synthetic.files import INSTANCES_FILE, write, write_instances
 from mitl.synthetic.generation import generate
 from mitl.synthetic.truth import truth_matrix
 
@@ -203,12 +203,15 @@ def _demo_dataset(*, n_images: int, seed: int, listener: ProgressListener | None
     if not (out_dir / "captions.tsv").exists():  # written once, e.g. by train_demo_clip
         generated = generate(n_images=n_images, seed=seed)
         write(generated, out_dir, progress=_relay(listener, "generating"))
+    elif not (out_dir / INSTANCES_FILE).exists():  # written before instances.json existed
+        write_instances(generate(n_images=n_images, seed=seed), out_dir)
     meta = json.loads((out_dir / "synthetic.json").read_text())
     return dataset_import_tsv(
         name=name,
         captions_path=out_dir / "captions.tsv",
         images_dir=out_dir / "images",
         labels_path=out_dir / "labels.json",
+        instances_path=out_dir / INSTANCES_FILE,
         description=f"Synthetic scenes of coloured shapes ({n_images} images, seed {seed}).",
         meta={"synthetic": meta},
         progress=_relay(listener, "importing"),

@@ -256,6 +256,10 @@ def test_demo_runs_the_whole_pipeline_and_prints_precision_and_recall(settings, 
     assert len(i2t) == 10
     assert Release.objects.get(batches__pk=batch_id).path == str(folder)
     assert (tmp_path / "var" / "synthetic" / "synthetic-60-s0" / "captions.tsv").exists()
+    demo_instances = Dataset.objects.get(name="synthetic-60-s0").images.values_list(
+        "instances", flat=True
+    )
+    assert len(demo_instances) == 60 and all(demo_instances)  # boxes for the concept metrics
     assert any(line.startswith("Stage times: ") for line in lines)
 
     # A second batch waits for people, who can log in with the printed accounts.
@@ -266,3 +270,19 @@ def test_demo_runs_the_whole_pipeline_and_prints_precision_and_recall(settings, 
     assert set(printed) == {"admin", "annotator1", "annotator2"}
     assert authenticate(username="annotator1", password=printed["annotator1"]) is not None
     assert authenticate(username="admin", password=printed["admin"]).is_staff
+
+
+def test_demo_dataset_written_before_instances_json_gets_it_on_import(settings, tmp_path):
+    from mitl.services.demo import _demo_dataset
+    from mitl.synthetic.files import INSTANCES_FILE, write
+    from mitl.synthetic.generation import generate
+
+    settings.VAR_DIR = tmp_path / "var"
+    folder = settings.VAR_DIR / "synthetic" / "synthetic-6-s0"
+    write(generate(n_images=6, seed=0), folder)
+    (folder / INSTANCES_FILE).unlink()  # as an older version wrote the folder
+
+    dataset = _demo_dataset(n_images=6, seed=0, listener=None)
+
+    assert (folder / INSTANCES_FILE).is_file()
+    assert all(dataset.images.values_list("instances", flat=True))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +13,9 @@ import pytest
 from PIL import Image
 
 from mitl.judgements import SHORTCOMINGS, WRONG_CONCEPTS, Level
-from mitl.synthetic.files import write
+from mitl.synthetic.files import INSTANCES_FILE, write
 from mitl.synthetic.generation import generate
-from mitl.synthetic.images import render
+from mitl.synthetic.images import render, shape_boxes
 from mitl.synthetic.scenes import COLORS, POSITIONS, SHAPES, CaptionSpec, ObjectGroup, Phrase, Scene
 from mitl.synthetic.truth import Truth, judge, truth_matrix
 
@@ -243,3 +245,74 @@ def test_written_pngs_are_byte_identical_across_runs(tmp_path: Path):
     assert (tmp_path / "a/images" / name).read_bytes() == (
         tmp_path / "b/images" / name
     ).read_bytes()
+
+
+# The pixels of 12 scenes at 64 and 128 px as drawn before the layout moved into
+# shape_boxes: the refactor (and any later one) must not move a pixel. A Pillow upgrade
+# that changes how shapes are rasterised or resized changes this too.
+RENDER_SHA256 = "b12c9f14dfac0e9e36d6ceeeab5d9863ded936447530f8a61346ee3b4c235c32"
+
+
+def test_render_pixels_are_unchanged():
+    digest = hashlib.sha256()
+    for scene in generate(n_images=12, seed=5).scenes:
+        for size in (64, 128):
+            digest.update(render(scene, size=size).tobytes())
+    assert digest.hexdigest() == RENDER_SHA256
+
+
+def test_shape_boxes_scale_with_the_canvas():
+    scene = _scene(RED_CIRCLES, BLUE_STAR)
+    small, big = shape_boxes(scene, 100), shape_boxes(scene, 300)
+    assert [(b.shape, b.color, b.size) for b in small] == [
+        ("circle", "red", "large"),
+        ("circle", "red", "large"),
+        ("star", "blue", "small"),
+    ]
+    for a, b in zip(small, big, strict=True):
+        assert b.bbox == pytest.approx(tuple(3 * v for v in a.bbox))
+        assert a.bbox[0] < a.cx < a.bbox[0] + a.bbox[2]
+        assert a.bbox[1] < a.cy < a.bbox[1] + a.bbox[3]
+
+
+@pytest.fixture(scope="module")
+def written_instances(tmp_path_factory, dataset_200) -> dict:
+    out = tmp_path_factory.mktemp("instances")
+    write(dataset_200, out, image_size=96, with_images=False)
+    return json.loads((out / INSTANCES_FILE).read_text())
+
+
+def test_instances_json_lists_every_image_and_shape_category(written_instances, dataset_200):
+    images = written_instances["images"]
+    assert [image["id"] for image in images] == [s.image_id for s in dataset_200.scenes]
+    assert images[0] == {
+        "id": 1,
+        "width": 96,
+        "height": 96,
+        "file_name": dataset_200.file_name(1),
+    }
+    assert [c["name"] for c in written_instances["categories"]] == list(SHAPES)
+    ids = [a["id"] for a in written_instances["annotations"]]
+    assert ids == list(range(1, len(ids) + 1))
+
+
+def test_instances_json_counts_each_category_as_the_scene_groups_do(written_instances, dataset_200):
+    name = {c["id"]: c["name"] for c in written_instances["categories"]}
+    found: dict[int, Counter] = {scene.image_id: Counter() for scene in dataset_200.scenes}
+    for a in written_instances["annotations"]:
+        found[a["image_id"]][name[a["category_id"]], *a["attributes"]] += 1
+    for scene in dataset_200.scenes:
+        expected = Counter()
+        for group in scene.groups:
+            expected[group.shape, group.color, group.size] += group.count
+        assert found[scene.image_id] == expected
+
+
+def test_instance_boxes_lie_inside_the_image_and_large_shapes_are_bigger(written_instances):
+    areas: dict[str, list[float]] = {"small": [], "large": []}
+    for a in written_instances["annotations"]:
+        x, y, w, h = a["bbox"]
+        assert 0 <= x <= x + w <= 96 and 0 <= y <= y + h <= 96 and w > 0 and h > 0
+        assert a["area"] == pytest.approx(w * h, abs=0.01) and a["iscrowd"] == 0
+        areas[a["attributes"][1]].append(a["area"])
+    assert min(areas["large"]) > max(areas["small"])

@@ -15,13 +15,16 @@ from annotation.services import dataset_import
 
 class Command(BaseCommand):
     help = (
-        "Import a dataset of captions (and optionally image files and object labels). "
+        "Import a dataset of captions (and optionally image files, object labels and "
+        "object instances). "
         "Captions come as a TSV with the header caption_id, image_id, file_name, caption "
         "(--format tsv), a COCO captions JSON with images and annotations (--format coco) or "
         "Karpathy's dataset_coco.json (--format karpathy, optionally one --split); each "
         "caption's link to its image becomes the `original` positive set. Images come from "
         "a folder, a zip file or s3://bucket/prefix; without --images the dataset is "
-        "text-only. The import completes or leaves nothing behind."
+        "text-only. --instances takes a COCO instances JSON (instances_*.json) whose "
+        "images must all be among the captions' (import_instances --ignore-unknown takes a "
+        "larger file later). The import completes or leaves nothing behind."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -40,6 +43,11 @@ class Command(BaseCommand):
             "from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, endpoint from STORAGE_ENDPOINT_URL)",
         )
         parser.add_argument("--labels", type=Path, help='JSON {"<image id>": ["label", ...]}')
+        parser.add_argument(
+            "--instances",
+            type=Path,
+            help="COCO instances JSON (boxes per image, e.g. the synthetic instances.json)",
+        )
         parser.add_argument("--description", default="", help="free text shown with the dataset")
         parser.add_argument(
             "--synthetic-meta",
@@ -67,6 +75,7 @@ class Command(BaseCommand):
                 format=options["format"],
                 images=images,
                 labels_path=options["labels"],
+                instances_path=options["instances"],
                 split=options["split"],
                 description=options["description"],
                 meta=meta,
@@ -76,7 +85,11 @@ class Command(BaseCommand):
         finally:
             if images is not None:
                 images.close()
+        instances = ""
+        if options["instances"]:
+            rows = dataset.images.values_list("instances", flat=True)
+            instances = f", {sum(len(r) for r in rows)} object instances"
         self.stdout.write(
             f"imported dataset {dataset.name!r}: {dataset.images.count()} images, "
-            f"{dataset.captions.count()} captions"
+            f"{dataset.captions.count()} captions{instances}"
         )
