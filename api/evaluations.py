@@ -6,9 +6,11 @@ from typing import Any
 
 from django.conf import settings
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -17,7 +19,9 @@ from annotation.errors import ServiceError
 from annotation.models import Evaluation, Release
 from mitl.evaluation_inputs import DIRECTIONS, EvaluationError, rankings_parse
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
+from mitl.services.explain import with_image_urls
 
+from .errors import ErrorSerializer
 from .parsers import JSONParser, size_text
 
 METRICS_HELP = (
@@ -25,6 +29,31 @@ METRICS_HELP = (
     '"t2i": {…}}; a metric over no query is null. A release with proxy qrels adds graded '
     'metrics per proxy, e.g. "ndcg@25:cider_d", "ncs@5:cider_d" (docs/relevance.md).'
 )
+
+
+EXPLANATION_HELP = (
+    "Per direction (i2t, t2i): queries, failures (top-1 not a positive), failure_rate, "
+    "explained, the query-agnostic and query-informed summaries of CA, NCS, CE, SD and "
+    "sd_rate (means, how many failures define each, histograms, object hit/miss), "
+    "confusions (missed concepts, truth → retrieved swaps) and the worst failures with "
+    "their concept differences (docs/api.md)."
+)
+
+
+class ExplanationSerializer(serializers.Serializer):
+    """A leaderboard row's stored explanation (`mitl.services.explain.evaluation_explanation`)."""
+
+    dataset = serializers.CharField()
+    concept_sources = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="How many images took their concepts from instances, labels or captions.",
+    )
+    explanation = serializers.DictField(child=serializers.JSONField(), help_text=EXPLANATION_HELP)
+    images = serializers.DictField(
+        child=serializers.JSONField(),
+        help_text='The images the worst failures show: {"<image id>": {"src": URL or null, '
+        '"caption", "concepts": {category: count}, "source"}}.',
+    )
 
 
 class EvaluationSerializer(serializers.ModelSerializer):
@@ -162,4 +191,40 @@ class ReleaseEvaluationsView(APIView):
         return Response(
             EvaluationSerializer(evaluation).data,
             status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+        )
+
+
+@extend_schema(tags=["evaluations"])
+class EvaluationExplanationView(APIView):
+    """Why a model's top-1 results miss on a release, concept by concept."""
+
+    @extend_schema(
+        responses={
+            200: ExplanationSerializer,
+            404: OpenApiResponse(
+                ErrorSerializer,
+                description="No such evaluation on this release, or it has no explanation "
+                "(its dataset had no image concepts when it was evaluated).",
+            ),
+        }
+    )
+    def get(self, request: Request, release_id: int, evaluation_id: int) -> Response:
+        """A leaderboard row's concept failure metrics (Lymperaiou et al., sections 4-5)."""
+        evaluation = Evaluation.objects.filter(pk=evaluation_id, release_id=release_id).first()
+        if evaluation is None:
+            raise NotFound(f"release {release_id} has no evaluation {evaluation_id}")
+        if evaluation.explanation is None:
+            raise NotFound(
+                f"evaluation {evaluation.pk} ({evaluation.model_name}) has no explanation: its "
+                "dataset had no image concepts when it was evaluated; import instances "
+                "(import_instances) or labels, or install WordNet, then run `python manage.py "
+                "explain --release <release dir> --rankings FILE`"
+            )
+        return Response(
+            with_image_urls(
+                evaluation.explanation,
+                lambda image: reverse(
+                    "frontend:explain-image", args=[release_id, evaluation_id, image]
+                ),
+            )
         )

@@ -47,6 +47,11 @@ urlpatterns = [
         evaluations.ReleaseEvaluationsView.as_view(),
         name="release-evaluations",
     ),
+    path(
+        "releases/<int:release_id>/evaluations/<int:evaluation_id>/explanation/",
+        evaluations.EvaluationExplanationView.as_view(),
+        name="evaluation-explanation",
+    ),
     *router.urls,
     # Anything else under /api/ is a 404 in the API's error format, not an HTML page.
     re_path(r"^.*/$", views.not_found, name="not-found"),

@@ -38,6 +38,16 @@ urlpatterns = [
     path("captions/invalid/", captions.invalid_captions, name="invalid-captions"),
     path("releases/<int:release_id>/download/", releases.release_download, name="release-download"),
     path("releases/<int:release_id>/leaderboard/", leaderboard.leaderboard, name="leaderboard"),
+    path(
+        "releases/<int:release_id>/leaderboard/<int:evaluation_id>/explain/",
+        leaderboard.explain,
+        name="explain",
+    ),
+    path(
+        "releases/<int:release_id>/leaderboard/<int:evaluation_id>/explain/images/<int:image_id>/",
+        leaderboard.explain_image,
+        name="explain-image",
+    ),
     # The admin dashboard (staff).
     path("dashboard/", dashboard.dashboard, name="dashboard"),
     path("releases/", dashboard.release_list, name="releases"),

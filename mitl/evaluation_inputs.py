@@ -30,7 +30,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,3 +266,20 @@ def rankings_sha256(rankings: RankingsByDirection) -> str:
     canonical = {d: {str(q): r for q, r in sorted(rankings[d].items())} for d in DIRECTIONS}
     payload = json.dumps(canonical, separators=(",", ":")).encode()
     return hashlib.sha256(payload).hexdigest()
+
+
+def keyed_rankings_read(path: Path | str, keys: Sequence[str]) -> dict[str, dict[int, list[int]]]:
+    """Read {"<key>": {"<query id>": [target ids]}} (e.g. rankings per perturbation kind).
+
+    Only `keys` may appear; each value is checked as one direction of a rankings file.
+    """
+    path = Path(path)
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise EvaluationError(f"{path}: must be a JSON object keyed by {', '.join(keys)}")
+    unknown = [repr(key) for key in data if key not in keys]
+    if unknown:
+        raise EvaluationError(
+            f"{path}: unknown key {unknown[0]}; expected some of {', '.join(keys)}"
+        )
+    return {key: _id_lists(value, what=f"{path}: {key}") for key, value in data.items()}

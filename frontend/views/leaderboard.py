@@ -7,18 +7,22 @@ import json
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.safestring import mark_safe
 
 from annotation.errors import ServiceError
-from annotation.models import Release
+from annotation.models import Evaluation, Release
 from mitl.evaluation_inputs import (
     DIRECTIONS,
     EvaluationError,
     RankingsByDirection,
     rankings_parse,
 )
+from mitl.explain.html import EXPLAIN_CSS, render_explanation
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
+from mitl.services.explain import explanation_image, with_image_urls
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
@@ -76,6 +80,11 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
     rows = [
         {
             "evaluation": evaluation,
+            "explain_url": (
+                None
+                if evaluation.explanation is None
+                else reverse("frontend:explain", args=[release.pk, evaluation.pk])
+            ),
             "cells": [
                 evaluation.metrics.get(direction, {}).get(metric)
                 for direction in DIRECTIONS
@@ -104,3 +113,52 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
         "enough_models": len(board.evaluations) >= 2,
     }
     return render(request, "frontend/leaderboard.html", context, status=status)
+
+
+@login_required
+def explain(request: HttpRequest, release_id: int, evaluation_id: int) -> HttpResponse:
+    """Show why a model's top-1 results miss on a release, concept by concept."""
+    evaluation = get_object_or_404(
+        Evaluation.objects.select_related("release__dataset"),
+        pk=evaluation_id,
+        release_id=release_id,
+    )
+    stored = (
+        None
+        if evaluation.explanation is None
+        else with_image_urls(
+            evaluation.explanation,
+            lambda image: reverse(
+                "frontend:explain-image", args=[release_id, evaluation_id, image]
+            ),
+        )
+    )
+    context = {"release": evaluation.release, "evaluation": evaluation, "fragment": None}
+    if stored is not None:
+        context["css"] = mark_safe(EXPLAIN_CSS)
+        # The renderer escapes every name, caption and concept it writes: the fragment is safe.
+        context["fragment"] = mark_safe(
+            render_explanation(
+                stored.get("explanation") or {},
+                stored.get("images") or {},
+                title=f"{evaluation.model_name}: failures explained",
+            )
+        )
+        context["concept_sources"] = stored.get("concept_sources") or {}
+    return render(request, "frontend/explain.html", context)
+
+
+@login_required
+def explain_image(
+    request: HttpRequest, release_id: int, evaluation_id: int, image_id: int
+) -> FileResponse:
+    """Serve an image that an evaluation's explanation shows (media is not public)."""
+    evaluation = get_object_or_404(
+        Evaluation.objects.select_related("release"), pk=evaluation_id, release_id=release_id
+    )
+    image = explanation_image(evaluation, image_id)
+    if image is None or not image.file:
+        raise Http404("this explanation shows no such image")
+    response = FileResponse(image.file.open("rb"))
+    response["Cache-Control"] = "private, max-age=3600"
+    return response

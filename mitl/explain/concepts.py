@@ -22,6 +22,31 @@ from functools import cached_property
 from typing import Any
 
 SOURCES: tuple[str, ...] = ("instances", "labels", "captions")
+# Nouns of place inside the picture, not things in it ("on the left", "in the background").
+POSITION_NOUNS = frozenset(
+    [
+        "left",
+        "right",
+        "front",
+        "back",
+        "top",
+        "bottom",
+        "side",
+        "middle",
+        "center",
+        "centre",
+        "background",
+        "foreground",
+        "distance",
+        "corner",
+        "edge",
+        "area",
+        "view",
+        "picture",
+        "photo",
+        "image",
+    ]
+)
 _NUMBER_WORDS: dict[str, int] = {
     "a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "pair": 2, "couple": 2, "three": 3,
     "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
@@ -104,26 +129,50 @@ def labels_concepts(image_id: int, labels: Iterable[str]) -> ImageConcepts:
 def caption_nouns(text: str) -> Counter[str]:
     """Return the WordNet noun lemmas a caption mentions, each with its count.
 
-    The count is the number word just before the noun or its adjectives ("two brown dogs"
+    Only nouns of visible things count (`mitl.explain.synsets.is_visible`), not words of
+    place in the picture (POSITION_NOUNS), nor a noun that modifies the next one ("an
+    orange circle", "a tennis racket"). The count is the number word just before the
+    noun or its adjectives ("two brown dogs"
     gives dog: 2); a plural (the lemma differs from the word) without one counts 2, else 1.
     """
     from mitl.annotators.bow import STOP_WORDS
+    from mitl.explain.synsets import is_visible
     from mitl.relevance.words import DETERMINERS, NOUN, tag_word, tokens
 
     words = tokens(text)
+    tags = [
+        tag_word(word, after_determiner=i > 0 and words[i - 1] in DETERMINERS)
+        for i, word in enumerate(words)
+    ]
     found: Counter[str] = Counter()
     for i, word in enumerate(words):
-        if word in STOP_WORDS or word.isdigit() or word in _NUMBER_WORDS:
+        if len(word) < 2 or word in STOP_WORDS or word.isdigit() or word in _NUMBER_WORDS:
             continue
-        lemma, pos = tag_word(word, after_determiner=i > 0 and words[i - 1] in DETERMINERS)
-        if pos != NOUN:
+        lemma, pos = tags[i]
+        # A noun right before another noun modifies it ("an orange circle", "tennis racket").
+        if pos != NOUN or (i + 1 < len(words) and _is_known_noun(words[i + 1], tags[i + 1])):
             continue
         lemma = _irregular_singular(word) or lemma
+        if lemma in POSITION_NOUNS or not is_visible(lemma):
+            continue
         count = _count_before(words, i)
         if count is None:
             count = 2 if lemma != word else 1
         found[lemma] = max(found[lemma], count)
     return found
+
+
+def _is_known_noun(word: str, tag: tuple[str, str]) -> bool:
+    """Return whether a token is a noun WordNet knows (unknown words are tagged nouns too)."""
+    from mitl.annotators.bow import STOP_WORDS
+    from mitl.explain.synsets import category_synset
+
+    return (
+        len(word) > 1
+        and word not in STOP_WORDS
+        and tag[1] == "n"
+        and category_synset(tag[0]) is not None
+    )
 
 
 def _irregular_singular(word: str) -> str | None:
@@ -137,7 +186,13 @@ def _irregular_singular(word: str) -> str | None:
 
 
 def _count_before(words: Sequence[str], index: int) -> int | None:
-    """Return the number word among the (up to 3) words before `words[index]`, if any."""
+    """Return the number word among the (up to 3) words before `words[index]`, if any.
+
+    Only adjectives may stand between ("two brown dogs"): a stop word ends the search, so
+    "a group of tables" does not count one table.
+    """
+    from mitl.annotators.bow import STOP_WORDS
+
     for back in range(1, 4):
         if index - back < 0:
             return None
@@ -146,6 +201,8 @@ def _count_before(words: Sequence[str], index: int) -> int | None:
             return _NUMBER_WORDS[word]
         if re.fullmatch(r"[0-9]{1,3}", word):
             return int(word)
+        if word in STOP_WORDS:
+            return None
     return None
 
 

@@ -7,8 +7,8 @@ Pure Python. A failure is a query whose first result is not one of its positives
   always a positive of a release) or, without it, the query's first positive; I_r is the
   image ranked first. The query-informed side keeps what the query caption mentions.
 - Image to text: I_g is the query image; I_r is the image the first-ranked caption was
-  written for. The query-informed side keeps what that caption mentions: the claims the
-  model made about the query image.
+  written for. An image query mentions everything in it, so there is no query-informed
+  variant.
 
 A failure whose two images are the same (a caption of the query image that the release
 does not count as a positive) or whose images have no concepts is counted, not explained.
@@ -66,7 +66,8 @@ class ExplainInputs:
     size_threshold: float = DEFAULT_SIZE_THRESHOLD
 
 
-def _first_positive_rank(ranking: Sequence[int], positives: set[int]) -> int | None:
+def first_positive_rank(ranking: Sequence[int], positives: set[int]) -> int | None:
+    """Return the 1-based rank of the first positive in `ranking`, None when none is ranked."""
     for rank, target in enumerate(ranking, start=1):
         if target in positives:
             return rank
@@ -95,10 +96,10 @@ def find_failures(
         if direction == "t2i":
             own = inputs.caption_image.get(query)
             truth_image = own if own in positives else sorted(positives)[0]
-            retrieved_image, text_caption = top, query
+            retrieved_image = top
         else:
             truth_image = query
-            retrieved_image, text_caption = inputs.caption_image.get(top, -1), top
+            retrieved_image = inputs.caption_image.get(top, -1)
         truth, retrieved = inputs.concepts.get(truth_image), inputs.concepts.get(retrieved_image)
         if truth is None or retrieved is None or truth_image == retrieved_image:
             continue
@@ -106,12 +107,12 @@ def find_failures(
             truth, retrieved, similarity, size_threshold=inputs.size_threshold
         )
         informed = None
-        if inputs.mentioned is not None:
+        if inputs.mentioned is not None and direction == "t2i":
             informed = failure_metrics(
                 truth,
                 retrieved,
                 similarity,
-                mentioned=inputs.mentioned(text_caption, truth.categories),
+                mentioned=inputs.mentioned(query, truth.categories),
                 size_threshold=inputs.size_threshold,
             )
         failures.append(
@@ -121,7 +122,7 @@ def find_failures(
                 top,
                 truth_image,
                 retrieved_image,
-                _first_positive_rank(ranking, positives),
+                first_positive_rank(ranking, positives),
                 agnostic,
                 informed,
             )
@@ -223,6 +224,6 @@ def explain_direction(
         "confusions": confusions(failures),
         "worst": [failure_record(f) for f in worst_failures(failures, worst)],
     }
-    if inputs.mentioned is not None:
+    if inputs.mentioned is not None and direction == "t2i":
         result["informed"] = summarise_metrics([f.informed for f in failures if f.informed])
     return result

@@ -1,17 +1,21 @@
 """Concept categories as WordNet synsets, and the path similarity between two categories.
 
 Pure Python over `mitl.relevance.wordnet`. A category's synset is, in order: the table
-below (names whose first WordNet sense is not the visual one: "star" is first a celestial
-body, "mouse" an animal, "sports ball" no lemma at all), the first noun sense of the whole
-name ("traffic light" → traffic_light.n.01), then the first noun sense of its last word
-("baseball glove" → glove.n.01). A category WordNet cannot place has no synset: it is only
-similar to itself.
+below (names whose visual sense WordNet cannot find by itself: "sports ball" has no lemma,
+"mouse" is first an animal), the most used *visible* noun sense of the whole name
+("traffic light" → traffic_light.n.01; "table" → the furniture, not a table of data), the
+same for its last word ("baseball glove" → glove.n.01), then the first noun sense of any
+kind. A
+sense is visible when its lexicographer file is one of VISUAL_LEXNAMES (things, people,
+animals, plants, food, substances, shapes, places). A category WordNet cannot place has no
+synset: it is only similar to itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 from mitl.relevance.wordnet import wordnet, wordnet_available
 
@@ -24,6 +28,9 @@ CATEGORY_SYNSETS: dict[str, str] = {
     "star": "star.n.05",
     "cross": "crisscross.n.01",
     "ring": "ring.n.02",
+    "person": "person.n.01",  # a top-level sense (noun.Tops), visible all the same
+    "people": "person.n.01",
+    "animal": "animal.n.01",
     "sports ball": "ball.n.01",
     "mouse": "mouse.n.04",
     "remote": "remote_control.n.01",
@@ -45,6 +52,22 @@ CATEGORY_SYNSETS: dict[str, str] = {
 }
 
 
+VISUAL_LEXNAMES = frozenset(
+    "noun." + name
+    for name in (
+        "animal", "artifact", "body", "food", "location", "object", "person", "phenomenon",
+        "plant", "shape", "substance",
+    )
+)  # fmt: skip
+
+
+VISIBLE_SHARE = 0.3  # of a noun's counted senses, for the noun to name something visible
+
+
+def _sense_count(sense: Any, lemma: str) -> int:
+    return sum(name.count() for name in sense.lemmas() if name.name().lower() == lemma)
+
+
 @lru_cache(maxsize=65_536)
 def category_synset(category: str) -> str | None:
     """Return the WordNet synset name of a category, or None when WordNet cannot place it."""
@@ -54,11 +77,35 @@ def category_synset(category: str) -> str | None:
         return None
     wn = wordnet()
     words = category.strip().lower().split()
-    for lemma in ("_".join(words), words[-1] if words else ""):
-        senses = wn.synsets(lemma, "n") if lemma else []
-        if senses:
-            return str(senses[0].name())
+    for lemma in ["_".join(words), words[-1]] if words else []:
+        senses = wn.synsets(lemma, "n")
+        visible = [s for s in senses if s.lexname() in VISUAL_LEXNAMES]
+        # The visible sense people use most (SemCor counts), WordNet's order on a tie.
+        chosen = max(visible, key=lambda s: _sense_count(s, lemma), default=None)
+        if chosen is not None or senses:
+            return str((chosen or senses[0]).name())
     return None
+
+
+@lru_cache(maxsize=65_536)
+def is_visible(noun: str) -> bool:
+    """Return whether a noun mostly names something one can see.
+
+    True when its visible senses hold at least VISIBLE_SHARE of the noun's counted uses
+    ("table": the furniture; not "group", "day", "view"), or, for a noun WordNet counted no
+    use of, when any sense is visible ("kite"). A word WordNet does not know is not a
+    concept (names, pronouns, typos).
+    """
+    if noun in CATEGORY_SYNSETS:
+        return True
+    if not wordnet_available():
+        return False
+    senses = wordnet().synsets(noun, "n")
+    counts = [(_sense_count(s, noun), s.lexname() in VISUAL_LEXNAMES) for s in senses]
+    total = sum(count for count, _ in counts)
+    if total == 0:
+        return any(visible for _, visible in counts)
+    return sum(count for count, visible in counts if visible) >= VISIBLE_SHARE * total
 
 
 @lru_cache(maxsize=1_048_576)

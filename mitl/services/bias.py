@@ -80,14 +80,7 @@ def bias_report_build(*, batch: Batch, progress: BiasProgress | None = None) -> 
     names = [name for _, name in annotators]
     config = batch_config(batch)
 
-    proposals: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    on_invalid: set[int] = set()  # candidates whose caption an admin marked invalid
-    for candidate, annotator, rank, invalid in Proposal.objects.filter(
-        candidate__batch=batch
-    ).values_list("candidate_id", "annotator_id", "rank", "candidate__caption__is_invalid"):
-        proposals[candidate].append((index[annotator], rank))
-        if invalid:
-            on_invalid.add(candidate)
+    proposals, on_invalid = batch_proposals(batch, index)
     masks = {
         candidate: sum({1 << a for a, _ in proposed}) for candidate, proposed in proposals.items()
     }
@@ -106,7 +99,7 @@ def bias_report_build(*, batch: Batch, progress: BiasProgress | None = None) -> 
         "metric": "R@1 (%)",
         "max_annotators": MAX_ANNOTATORS,
     }
-    answers, answers_on_invalid = _judged_answers(batch, proposals)
+    answers, answers_on_invalid = judged_answers(batch, proposals)
     report["answers"] = answer_shares(answers, names)
     report["rationales"] = rationale_shares(answers, names)
     report["judgements_on_invalid_captions"] = answers_on_invalid
@@ -131,7 +124,25 @@ def bias_report_build(*, batch: Batch, progress: BiasProgress | None = None) -> 
     return json_safe(report)
 
 
-def _judged_answers(
+def batch_proposals(
+    batch: Batch, index: dict[int, int]
+) -> tuple[dict[int, list[tuple[int, int]]], set[int]]:
+    """Return {candidate: [(annotator index, rank)]} and the candidates on invalid captions.
+
+    `index` maps annotator pks to their index in the report's annotator list.
+    """
+    proposals: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    on_invalid: set[int] = set()  # candidates whose caption an admin marked invalid
+    for candidate, annotator, rank, invalid in Proposal.objects.filter(
+        candidate__batch=batch
+    ).values_list("candidate_id", "annotator_id", "rank", "candidate__caption__is_invalid"):
+        proposals[candidate].append((index[annotator], rank))
+        if invalid:
+            on_invalid.add(candidate)
+    return proposals, on_invalid
+
+
+def judged_answers(
     batch: Batch, proposals: dict[int, list[tuple[int, int]]]
 ) -> tuple[list[JudgedAnswer], int]:
     """Read the approved judgements of the batch's candidates (the ones verdicts count).

@@ -16,6 +16,8 @@ from django.contrib.auth import get_user_model
 from annotation.models import Assignment, AssignmentStatus, Batch, BatchState, Dataset, Release
 from annotation.services import dataset_import_tsv
 from mitl.config import batch_config
+from mitl.evaluation_inputs import release_load
+from mitl.explain.table import summary_table
 from mitl.positive_sets import set_agreement
 from mitl.release_files import I2T_FILE, STATS_FILE, T2I_FILE, positives_by_query
 from mitl.synthetic.files import INSTANCES_FILE, write, write_instances
@@ -23,6 +25,7 @@ from mitl.synthetic.generation import generate
 from mitl.synthetic.truth import truth_matrix
 
 from .annotators import annotator_create
+from .explain_report import ExplainRequest, explain_report, report_write
 from .pipeline import batch_create, batch_run_until
 from .progress import ProgressListener
 from .simulate import crowd_simulate_reviewed, synthetic_regenerate
@@ -67,6 +70,8 @@ class DemoSummary:
     rounds: int = 1
     # per direction: estimated recall with its 95% interval (adaptive only)
     estimated_recall: dict[str, dict[str, float]] = field(default_factory=dict)
+    explain_path: str = ""  # the explanation report of the demo's annotators
+    explain_table: str = ""
     live_batch_id: int | None = None  # left in annotating for people to judge
     accounts: dict[str, str] = field(default_factory=dict)  # username → role
 
@@ -119,6 +124,11 @@ def demo_run(
     rounds_run(batch, n_workers=n_workers, seed=seed, listener=listener, timings=timings)
     release = Release.objects.filter(batches=batch).latest("version")
     summary = _summarise(batch, release, dataset)
+    mark = time.monotonic()
+    summary.explain_path, summary.explain_table = _demo_explain(
+        release, dataset, list(annotators), listener
+    )
+    timings["explain"] = time.monotonic() - mark
     mark = time.monotonic()
     live = batch_create(
         dataset=dataset,
@@ -233,6 +243,22 @@ def _demo_clip(dataset: Dataset, listener: ProgressListener | None) -> dict[str,
             progress=_relay(listener, "training clip"),
         )
     return clip_training.trained_model_config(out_dir)
+
+
+def _demo_explain(
+    release: Release, dataset: Dataset, annotators: list[str], listener: ProgressListener | None
+) -> tuple[str, str]:
+    """Explain every demo annotator's failures and re-rank its perturbed caption queries."""
+    request = ExplainRequest(
+        release_dir=Path(release.path),
+        truth=release_load(release.path),
+        dataset=dataset,
+        annotators=annotators,
+        adversarial=True,
+    )
+    report = explain_report(request, listener=listener)
+    html_path, _ = report_write(report, Path(settings.BASE_DIR) / "var" / "explain" / dataset.name)
+    return str(html_path), summary_table(report)
 
 
 def _summarise(batch: Batch, release: Release, dataset: Dataset) -> DemoSummary:

@@ -30,6 +30,7 @@ from mitl.evaluation_inputs import (
 from mitl.graded_evaluation import leaderboard_graded
 from mitl.leaderboard import Agreement, metric_agreement
 from mitl.relevance.proxies import PROXIES
+from mitl.services.explain import evaluation_explanation
 from mitl.services.relevance import dataset_corpus
 
 MODEL_NAME_MAX = Evaluation._meta.get_field("model_name").max_length
@@ -89,6 +90,7 @@ def evaluation_submit(
     graded = _graded_metrics(release, truth, rankings)
     for direction in DIRECTIONS:
         metrics[direction].update(graded[direction])
+    explanation = evaluation_explanation(release=release, truth=truth, rankings=rankings)
     with transaction.atomic():
         evaluation, _ = Evaluation.objects.update_or_create(
             release=release,
@@ -96,6 +98,7 @@ def evaluation_submit(
             defaults={
                 "metrics": metrics,
                 "rankings_sha256": checksum,
+                "explanation": explanation,
                 "submitted_by": submitted_by,
             },
         )

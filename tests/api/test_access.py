@@ -14,6 +14,9 @@ from typing import Any
 import pytest
 from django.urls import get_resolver, resolve
 
+from annotation.models import Evaluation
+from tests.explain_data import evaluation_explanation
+
 from .conftest import ROLES, answers_for, rankings_for
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +44,15 @@ PLACEHOLDERS: dict[str, Callable[[Fixtures], Any]] = {
     "assignment": _fixture("own_assignment"),
     "review": _fixture("flagged_assignment"),
     "release": _fixture("release"),
+    "evaluation": lambda request: (
+        Evaluation.objects.create(
+            release=request.getfixturevalue("release"),
+            model_name="explained",
+            metrics={},
+            rankings_sha256="0" * 64,
+            explanation=evaluation_explanation(),
+        ).pk
+    ),
 }
 
 
@@ -138,6 +150,7 @@ ENDPOINTS = [
     Endpoint("GET", "/api/releases/{release}/download/", READERS),
     Endpoint("GET", "/api/releases/{release}/evaluations/", READERS),
     Endpoint("POST", "/api/releases/{release}/evaluations/", (401, 201, 201), body=_evaluate),
+    Endpoint("GET", "/api/releases/{release}/evaluations/{evaluation}/explanation/", READERS),
 ]
 
 

@@ -13,6 +13,7 @@ instead of the expected redirect or 403.
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from collections.abc import Callable
@@ -22,14 +23,27 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
 from django.test import Client
 from django.urls import get_resolver, reverse
+from PIL import Image as PILImage
 
 from annotation.handout import hit_assign_next, worker_for_user
-from annotation.models import HIT, Assignment, Batch, Dataset, HITItem, ImportJob, Release
+from annotation.models import (
+    HIT,
+    Assignment,
+    Batch,
+    Dataset,
+    Evaluation,
+    HITItem,
+    Image,
+    ImportJob,
+    Release,
+)
 from annotation.mturk.links import hit_signature, image_signature
 from annotation.submissions import AnswerInput, assignment_submit
 from mitl.release_files import I2T_FILE, T2I_FILE, bundle_path
+from tests.explain_data import evaluation_explanation
 
 pytestmark = pytest.mark.django_db
 
@@ -119,6 +133,25 @@ def _first_item(request: Fixtures) -> int:
     return request.getfixturevalue("own_assignment").hit.items.order_by("position")[0].pk
 
 
+def _evaluation(request: Fixtures) -> int:
+    return Evaluation.objects.create(
+        release=request.getfixturevalue("release"),
+        model_name="m",
+        metrics={},
+        rankings_sha256="0" * 64,
+        explanation=evaluation_explanation(),
+    ).pk
+
+
+def _explained_image(request: Fixtures) -> int:
+    """Image 1 of the release's dataset, stored: the explanation's worst failure shows it."""
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (4, 4), (200, 30, 30)).save(buffer, format="PNG")
+    image = Image(dataset=request.getfixturevalue("release").dataset, ext_id=1)
+    image.file.save("1.png", ContentFile(buffer.getvalue()), save=True)
+    return image.ext_id
+
+
 def _published_item(request: Fixtures) -> int:
     return request.getfixturevalue("published_hit").items.order_by("position")[0].pk
 
@@ -132,6 +165,8 @@ PLACEHOLDERS: dict[str, Callable[[Fixtures], Any]] = {
     "review": _pk("flagged_assignment"),
     "worker": lambda request: worker_for_user(user=request.getfixturevalue("annotator_user")).pk,
     "release": _pk("release"),
+    "evaluation": _evaluation,
+    "explained_image": _explained_image,
     "hit": _pk("published_hit"),
     "hit_signature": lambda request: hit_signature(request.getfixturevalue("published_hit").pk),
     "mturk_item": _published_item,
@@ -205,6 +240,8 @@ PAGES = [
     # Releases: every account reads them (the API's /api/releases/ rule).
     Page("frontend:release-download", LOGGED_IN, ("release",)),
     Page("frontend:leaderboard", LOGGED_IN, ("release",)),
+    Page("frontend:explain", LOGGED_IN, ("release", "evaluation")),
+    Page("frontend:explain-image", LOGGED_IN, ("release", "evaluation", "explained_image")),
     # The admin dashboard: staff only.
     Page("frontend:dashboard", STAFF_ONLY),
     Page("frontend:releases", STAFF_ONLY),

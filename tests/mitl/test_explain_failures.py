@@ -66,6 +66,9 @@ def test_image_to_text_failures_use_the_image_the_retrieved_caption_was_written_
     assert by_query[1].retrieved == 40 and by_query[1].retrieved_image == 4
     assert by_query[1].agnostic.ca == 1.0 and by_query[1].agnostic.ce == 1  # one dog more
     assert by_query[3].retrieved_image == 1 and by_query[3].agnostic.ca == 0.0
+    # An image query mentions everything in it: no query-informed variant.
+    assert by_query[1].informed is None
+    assert explain_direction("i2t", rankings, inputs())["informed"] is None
 
 
 def test_failures_without_concepts_or_on_the_same_image_are_counted_not_explained():

@@ -211,3 +211,11 @@ def test_every_listed_category_synset_exists():
 
     for name in CATEGORY_SYNSETS.values():
         assert wordnet().synset(name).pos() == "n"
+
+
+@needs_wordnet
+def test_caption_nouns_keep_visible_things_not_names_places_or_abstractions():
+    text = "A man's harley davidson by a group of tables and two kites on a sunny day, left side"
+    # "group", "day" and "side" are not things in the picture; "harley" is not in WordNet;
+    # "s" of "man's" is no word; "a group of tables" counts no table, so the plural gives 2.
+    assert caption_nouns(text) == {"man": 1, "table": 2, "kite": 2}

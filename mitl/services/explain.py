@@ -1,0 +1,316 @@
+"""Explain a model's failures on a release: concepts from the dataset, metrics from mitl.explain.
+
+The concepts of an image come from its stored instances, else its class labels, else the
+nouns of its captions (`mitl.explain.concepts`); the report says how many images used each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from annotation.errors import ServiceError
+from annotation.models import Caption, Dataset, Evaluation, Image, MachineAnnotator, Release
+from mitl.evaluation_inputs import DIRECTIONS, RankingsByDirection, ReleaseTruth
+from mitl.explain.concepts import (
+    ConceptError,
+    ImageConcepts,
+    captions_concepts,
+    instances_concepts,
+    labels_concepts,
+)
+from mitl.explain.failures import ExplainInputs, explain_direction
+from mitl.explain.metrics import DEFAULT_SIZE_THRESHOLD
+from mitl.explain.synsets import categories_mentioned
+from mitl.relevance.wordnet import wordnet_available
+from mitl.retrieval.topk import retrieve_i2t, retrieve_t2i
+from mitl.services.corpus import NotInCorpus, corpus_load, rows_of
+from mitl.services.progress import ProgressListener
+from mitl.services.retrieve import annotator_prepare
+
+DEFAULT_WORST = 12
+ANNOTATOR_DEPTH = 100  # how deep an annotator's own rankings go; top-1 is what is explained
+
+
+@dataclass(frozen=True)
+class DatasetConcepts:
+    """A dataset's concepts per image (ext ids) and its captions, for explanations."""
+
+    concepts: dict[int, ImageConcepts]
+    caption_image: dict[int, int]  # caption ext id -> image ext id
+    caption_text: dict[int, str]
+    image_files: dict[int, str]  # image ext id -> stored file name ("" when text-only)
+    sources: dict[str, int]  # concept source -> images
+
+    def mentioned_fn(self) -> Callable[[int, frozenset[str]], frozenset[str]]:
+        """Return (caption id, categories) -> the categories the caption mentions."""
+        texts = self.caption_text
+
+        @lru_cache(maxsize=200_000)
+        def mentioned(caption: int, categories: frozenset[str]) -> frozenset[str]:
+            return categories_mentioned(texts.get(caption, ""), categories)
+
+        return mentioned
+
+
+def dataset_concepts(dataset: Dataset) -> DatasetConcepts:
+    """Read every image's concepts: instances, else labels, else its captions' nouns.
+
+    Raise ServiceError when stored instances are malformed, or when images have neither
+    instances nor labels and WordNet (needed to read nouns) is not installed.
+    """
+    captions = list(
+        Caption.objects.filter(dataset=dataset, is_invalid=False).values_list(
+            "ext_id", "image__ext_id", "text"
+        )
+    )
+    texts_of: dict[int, list[str]] = {}
+    for _, image, text in captions:
+        texts_of.setdefault(image, []).append(text)
+    concepts: dict[int, ImageConcepts] = {}
+    files: dict[int, str] = {}
+    sources: Counter[str] = Counter()
+    rows = Image.objects.filter(dataset=dataset).values_list(
+        "ext_id", "instances", "labels", "file"
+    )
+    for ext_id, instances, labels, file_name in rows.iterator(chunk_size=5000):
+        files[ext_id] = file_name or ""
+        try:
+            if instances:
+                found = instances_concepts(ext_id, instances)
+            elif labels:
+                found = labels_concepts(ext_id, labels)
+            elif wordnet_available():
+                found = captions_concepts(ext_id, texts_of.get(ext_id, []))
+            else:
+                continue
+        except ConceptError as exc:
+            raise ServiceError(f"dataset {dataset.name!r}: {exc}") from None
+        concepts[ext_id] = found
+        sources[found.source] += 1
+    if not concepts:
+        raise ServiceError(
+            f"dataset {dataset.name!r} has no image concepts: import instances "
+            "(import_instances) or labels, or install WordNet (wordnet-base) to read them "
+            "from the captions"
+        )
+    return DatasetConcepts(
+        concepts=concepts,
+        caption_image={c: i for c, i, _ in captions},
+        caption_text={c: t for c, _, t in captions},
+        image_files=files,
+        sources=dict(sources),
+    )
+
+
+def release_dataset(release_dir: Path, name: str | None) -> Dataset:
+    """Return the dataset named `name`, else the one the release's manifest names."""
+    if name is None:
+        manifest = release_dir / "manifest.json"
+        try:
+            name = json.loads(manifest.read_text(encoding="utf-8")).get("dataset")
+        except (OSError, ValueError, AttributeError):
+            name = None
+        if not isinstance(name, str):
+            raise ServiceError(
+                f"{release_dir} has no manifest.json naming its dataset; give --dataset NAME"
+            )
+    dataset = Dataset.objects.filter(name=name).first()
+    if dataset is None:
+        raise ServiceError(f"no dataset named {name!r}; import it first (import_dataset)")
+    return dataset
+
+
+def explain_rankings(
+    *,
+    truth: ReleaseTruth,
+    rankings: RankingsByDirection,
+    concepts: DatasetConcepts,
+    worst: int = DEFAULT_WORST,
+    size_threshold: float = DEFAULT_SIZE_THRESHOLD,
+) -> dict[str, Any]:
+    """Return one model's explanation per direction (`mitl.explain.failures`)."""
+    inputs = ExplainInputs(
+        positives=truth.positives,
+        caption_image=concepts.caption_image,
+        concepts=concepts.concepts,
+        mentioned=concepts.mentioned_fn() if wordnet_available() else None,
+        size_threshold=size_threshold,
+    )
+    return {
+        direction: explain_direction(direction, rankings.get(direction, {}), inputs, worst=worst)
+        for direction in DIRECTIONS
+    }
+
+
+def annotator_rankings(
+    *,
+    dataset: Dataset,
+    annotator: MachineAnnotator,
+    queries: Mapping[str, Sequence[int]],
+    depth: int = ANNOTATOR_DEPTH,
+    listener: ProgressListener | None = None,
+) -> RankingsByDirection:
+    """Rank the release's queries with a machine annotator of the dataset."""
+    loaded = corpus_load(dataset=dataset)
+    prepared = annotator_prepare(row=annotator, dataset=dataset, loaded=loaded, listener=listener)
+    corpus = loaded.corpus
+    rankings: RankingsByDirection = {}
+    for direction in DIRECTIONS:
+        query_side = corpus.image_ids if direction == "i2t" else corpus.caption_ids
+        in_corpus = set(query_side.tolist())
+        wanted = [q for q in queries.get(direction, ()) if q in in_corpus]
+        if not wanted:
+            rankings[direction] = {}
+            continue
+        try:
+            rows = rows_of(query_side, wanted)
+        except NotInCorpus as exc:  # pragma: no cover - filtered above
+            raise ServiceError(f"query {exc.missing[0]} is not in the dataset") from None
+        if direction == "i2t":
+            top = retrieve_i2t(prepared, rows, depth, n_captions=corpus.n_captions)
+            targets = corpus.caption_ids
+        else:
+            top = retrieve_t2i(prepared, rows, depth, n_images=corpus.n_images)
+            targets = corpus.image_ids
+        rankings[direction] = {q: targets[top.indices[i]].tolist() for i, q in enumerate(wanted)}
+    return rankings
+
+
+def image_details(
+    concepts: DatasetConcepts, image_ids: Sequence[int], url_of: Callable[[str], str | None]
+) -> dict[str, dict[str, Any]]:
+    """Return {image id: {'src', 'file', 'caption', 'concepts', 'source'}} of shown images.
+
+    `file` is the stored name (empty for a text-only dataset), so a stored explanation can
+    get fresh URLs when it is shown (`with_image_urls`).
+    """
+    first_caption: dict[int, str] = {}
+    for caption, image in sorted(concepts.caption_image.items()):
+        first_caption.setdefault(image, concepts.caption_text[caption])
+    details: dict[str, dict[str, Any]] = {}
+    for image in sorted(set(image_ids)):
+        found = concepts.concepts.get(image)
+        file_name = concepts.image_files.get(image, "")
+        details[str(image)] = {
+            "src": url_of(file_name) if file_name else None,
+            "file": file_name,
+            "caption": first_caption.get(image, ""),
+            "concepts": dict(sorted(found.counts.items())) if found else {},
+            "source": found.source if found else None,
+        }
+    return details
+
+
+def shown_images(explanation: Mapping[str, Any]) -> list[int]:
+    """Return the ground-truth and retrieved images of every worst failure listed."""
+    images: list[int] = []
+    for direction in DIRECTIONS:
+        for failure in (explanation.get(direction) or {}).get("worst", []):
+            images += [failure["truth_image"], failure["retrieved_image"]]
+    return images
+
+
+def release_of(release_dir: Path) -> Release | None:
+    """Return the platform's Release row written to `release_dir`, if there is one."""
+    resolved = str(release_dir.resolve())
+    for release in Release.objects.all().only("pk", "path"):
+        if str(Path(release.path).resolve()) == resolved:
+            return release
+    return None
+
+
+def crowd_concepts(release: Release | None) -> dict[str, Any] | None:
+    """Return, per annotator of the release's batches, the wrong concepts the crowd named.
+
+    Both middle answers together: among the approved judgements of the annotator's
+    proposals that said "described in a wrong way", the share naming each concept
+    (ECCV Caption Table B.3). None when the release was not made on this platform.
+    """
+    if release is None:
+        return None
+    from mitl.crowd_answers import rationale_shares
+    from mitl.judgements import WRONG_CONCEPTS
+    from mitl.services.bias import batch_proposals, judged_answers
+
+    batches = list(release.batches.all())
+    names = sorted({name for b in batches for name in b.annotators.values_list("name", flat=True)})
+    answers = []
+    for batch in batches:
+        index = {pk: names.index(name) for pk, name in batch.annotators.values_list("pk", "name")}
+        proposals, _ = batch_proposals(batch, index)
+        answers += judged_answers(batch, proposals)[0]
+    shares = rationale_shares(answers, names)
+    result: dict[str, Any] = {}
+    for name in names:
+        levels = shares[name].values()
+        wrong = sum(level["wrong_description"] for level in levels)
+        result[name] = {
+            "judgements": sum(level["judgements"] for level in levels),
+            "wrong_description": wrong,
+            "wrong_concepts": {
+                concept: (
+                    sum(
+                        (level["wrong_concepts"][concept] or 0) * level["wrong_description"]
+                        for level in levels
+                    )
+                    / wrong
+                    if wrong
+                    else None
+                )
+                for concept in WRONG_CONCEPTS
+            },
+        }
+    return result
+
+
+def release_annotators(release: Release | None) -> list[MachineAnnotator]:
+    """Return the machine annotators of the release's batches, else every annotator."""
+    if release is not None:
+        rows = MachineAnnotator.objects.filter(batches__releases=release).distinct()
+        if rows.exists():
+            return list(rows.order_by("name"))
+    return list(MachineAnnotator.objects.order_by("name"))
+
+
+def evaluation_explanation(
+    *, release: Release, truth: ReleaseTruth, rankings: RankingsByDirection
+) -> dict[str, Any] | None:
+    """Return a leaderboard submission's explanation, None when the dataset has no concepts.
+
+    Images carry their stored file name, not a URL: storage URLs may be signed and expire,
+    so `with_image_urls` adds them when the explanation is shown.
+    """
+    try:
+        concepts = dataset_concepts(release.dataset)
+    except ServiceError:
+        return None
+    explanation = explain_rankings(truth=truth, rankings=rankings, concepts=concepts)
+    return {
+        "dataset": release.dataset.name,
+        "concept_sources": concepts.sources,
+        "explanation": explanation,
+        "images": image_details(concepts, shown_images(explanation), lambda name: None),
+    }
+
+
+def with_image_urls(stored: dict[str, Any], url_for: Callable[[str], str]) -> dict[str, Any]:
+    """Return a stored explanation whose images with a file get `url_for(image id)` as src."""
+    images = {
+        key: {**image, "src": url_for(key) if image.get("file") else None}
+        for key, image in (stored.get("images") or {}).items()
+    }
+    return {**stored, "images": images}
+
+
+def explanation_image(evaluation: Evaluation, image_id: int) -> Image | None:
+    """Return an image an evaluation's explanation shows, None for any other image."""
+    shown = ((evaluation.explanation or {}).get("images") or {}).get(str(image_id))
+    if not shown or not shown.get("file"):
+        return None
+    return Image.objects.filter(dataset_id=evaluation.release.dataset_id, ext_id=image_id).first()
