@@ -20,6 +20,7 @@ METRIC_TITLES = {
     "ce": "CE, concept enumeration (lower is better)",
     "sd": "SD, size disagreement (lower is better)",
     "sd_rate": "SD rate (lower is better)",
+    "aa": "AA, attribute agreement (higher is better)",
 }
 SERIES = (("agnostic", "query-agnostic", "#4575b4"), ("informed", "query-informed", "#fdae61"))
 

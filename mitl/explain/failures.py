@@ -26,8 +26,9 @@ import numpy as np
 from mitl.explain.concepts import ImageConcepts
 from mitl.explain.metrics import DEFAULT_SIZE_THRESHOLD, FailureMetrics, Similarity, failure_metrics
 
-METRICS: tuple[str, ...] = ("ca", "ncs", "ce", "sd", "sd_rate")
+METRICS: tuple[str, ...] = ("ca", "ncs", "ce", "sd", "sd_rate", "aa")
 HIGHER_IS_BETTER: dict[str, bool] = {
+    "aa": True,
     "ca": True,
     "ncs": True,
     "ce": False,
@@ -155,7 +156,7 @@ def summarise_metrics(all_metrics: Sequence[FailureMetrics]) -> dict[str, Any]:
 
 def _histogram(name: str, values: Sequence[float]) -> dict[str, list[float]]:
     """Return {'edges', 'counts'}: ten bins over [0, 1] for shares, integer bins otherwise."""
-    if name in ("ca", "ncs", "sd_rate"):
+    if name in ("ca", "ncs", "sd_rate", "aa"):
         edges = np.linspace(0.0, 1.0, HISTOGRAM_BINS + 1)
     else:
         top = max(1.0, float(np.ceil(max(values, default=1.0))))

@@ -64,6 +64,8 @@ MEANINGS = {
     "ce": "difference in counts of the common concepts",
     "sd": "mean relative box-area difference of matched objects, summed over concepts",
     "sd_rate": "share of matched object pairs whose sizes disagree",
+    "aa": "share of the ground truth's attributes (colour, size) its common concepts keep "
+    "(not in the paper)",
 }
 EXAMPLES_SHOWN = 2
 
@@ -123,7 +125,8 @@ def _direction(
 
 def _metrics_table(agnostic: Mapping[str, Any], informed: Mapping[str, Any] | None) -> str:
     rows = []
-    for metric in METRICS:
+    # An explanation stored before a metric existed lacks it: that row is left out.
+    for metric in (m for m in METRICS if m in agnostic["means"]):
         digits = DIGITS[metric]
         cells = [
             f'<td class="num">{number(agnostic["means"][metric], digits)}</td>'
@@ -131,8 +134,8 @@ def _metrics_table(agnostic: Mapping[str, Any], informed: Mapping[str, Any] | No
         ]
         if informed:
             cells.append(
-                f'<td class="num">{number(informed["means"][metric], digits)}</td>'
-                f'<td class="num">{informed["defined"][metric]}</td>'
+                f'<td class="num">{number(informed["means"].get(metric), digits)}</td>'
+                f'<td class="num">{informed["defined"].get(metric, "—")}</td>'
             )
         else:
             cells.append('<td class="num">—</td><td class="num">—</td>')
@@ -238,10 +241,7 @@ def _image_figure(image_id: int, images: Mapping[str, Any], cls: str, label: str
 
 
 def _differences(metrics: Mapping[str, Any], label: str) -> str:
-    figures = " · ".join(
-        f"{NAMES[m]} {number(metrics.get(m), DIGITS[m])}"
-        for m in ("ca", "ncs", "ce", "sd", "sd_rate")
-    )
+    figures = " · ".join(f"{NAMES[m]} {number(metrics.get(m), DIGITS[m])}" for m in METRICS)
     pairs = ", ".join(
         f"{text(p['truth'])} → {text(p['retrieved'])} ({p['weight']:.2f})"
         for p in metrics.get("ncs_pairs") or []
@@ -256,6 +256,10 @@ def _differences(metrics: Mapping[str, Any], label: str) -> str:
         ("Extra (retrieved only)", ", ".join(text(c) for c in metrics.get("extra") or [])),
         ("Matched pairs (path similarity)", pairs),
         ("Count differences (truth vs retrieved)", counts),
+        (
+            "Attributes lost (ground truth only)",
+            ", ".join(text(a) for a in metrics.get("attribute_misses") or []),
+        ),
     ]
     items = "".join(f"<dt>{name}</dt><dd>{value or '—'}</dd>" for name, value in rows)
     line = f'<p class="metrics-line"><strong>{text(label)}</strong>: {figures}</p>'

@@ -13,8 +13,8 @@ from typing import Any
 from mitl.explain.failures import HIGHER_IS_BETTER
 from mitl.explain.reranking import BLIND_LOWER_SHARE
 
-NAMES = {"ca": "CA", "ncs": "NCS", "ce": "CE", "sd": "SD", "sd_rate": "SD rate"}
-DIGITS = {"ca": 3, "ncs": 3, "ce": 2, "sd": 2, "sd_rate": 3}
+NAMES = {"ca": "CA", "ncs": "NCS", "ce": "CE", "sd": "SD", "sd_rate": "SD rate", "aa": "AA"}
+DIGITS = {"ca": 3, "ncs": 3, "ce": 2, "sd": 2, "sd_rate": 3, "aa": 3}
 EXAMPLES_SHOWN = 2
 
 
@@ -145,7 +145,7 @@ def render_crowd(crowd: Mapping[str, Any] | None, models: Sequence[Mapping[str, 
     kinds = list(
         dict.fromkeys(k for m in models for k in (m.get("adversarial") or {}).get("kinds") or {})
     )
-    machine_metrics = ("ca", "ncs", "ce", "sd")
+    machine_metrics = ("ca", "ncs", "ce", "sd", "aa")
     head = [
         "<th>Annotator</th>",
         '<th class="num">Judgements</th>',

@@ -19,6 +19,11 @@ first instead; each metric compares their concepts (`mitl.explain.concepts`):
   thresholds at "100%"; here the difference of two boxes is relative to the smaller one,
   |A_g − A_r| / min(A_g, A_r), so 1.0 means one box is twice the other. Needs boxes.
 
+AA, attribute agreement, is this product's addition, not the paper's: among the categories
+both images have, the share of the ground truth's (category, attribute) pairs, e.g. (circle,
+red) or (circle, large), that the retrieved image also has, higher is better. It sees the
+colour and size errors CA cannot; it needs attributes (instances that carry them).
+
 Query-informed variants keep, on the ground-truth side, only the categories the query
 mentions (`concepts_mentioned`); the retrieved side stays whole, since what came back in
 their place is the explanation.
@@ -61,6 +66,8 @@ class FailureMetrics:
     common: tuple[str, ...]
     missing: tuple[str, ...]  # in I_g only
     extra: tuple[str, ...]  # in I_r only
+    aa: float | None = None
+    attribute_misses: tuple[str, ...] = field(default=())  # "red circle": in I_g only
     ncs_pairs: tuple[MatchedPair, ...] = field(default=())
     count_differences: tuple[tuple[str, int, int], ...] = field(default=())  # (cat, n_g, n_r)
 
@@ -173,6 +180,25 @@ def size_disagreement(
     return total, above, matches
 
 
+def attribute_pairs(concepts: ImageConcepts, categories: Iterable[str]) -> set[tuple[str, str]]:
+    """Return the (category, attribute) pairs of the image's objects of these categories."""
+    wanted = set(categories)
+    return {(o.category, a) for o in concepts.objects if o.category in wanted for a in o.attributes}
+
+
+def attribute_agreement(
+    truth: ImageConcepts, retrieved: ImageConcepts, common: Iterable[str]
+) -> tuple[float | None, tuple[str, ...]]:
+    """Return (AA, the ground truth's attributes the retrieved image lacks, as "red circle")."""
+    common = set(common)
+    wanted = attribute_pairs(truth, common)
+    if not wanted:
+        return None, ()
+    missing = wanted - attribute_pairs(retrieved, common)
+    described = tuple(sorted(f"{attribute} {category}" for category, attribute in missing))
+    return 1 - len(missing) / len(wanted), described
+
+
 def failure_metrics(
     truth: ImageConcepts,
     retrieved: ImageConcepts,
@@ -197,6 +223,7 @@ def failure_metrics(
     sd, sd_binary, sd_matches = size_disagreement(
         truth, retrieved, common, threshold=size_threshold
     )
+    aa, attribute_misses = attribute_agreement(truth, retrieved, common)
     return FailureMetrics(
         ca=concept_agreement(truth_categories, retrieved_categories),
         ncs=ncs,
@@ -207,6 +234,8 @@ def failure_metrics(
         common=tuple(sorted(common)),
         missing=tuple(sorted(truth_categories - retrieved_categories)),
         extra=tuple(sorted(retrieved_categories - truth_categories)),
+        aa=aa,
+        attribute_misses=attribute_misses,
         ncs_pairs=tuple(pairs),
         count_differences=differences,
     )

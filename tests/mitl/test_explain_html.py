@@ -157,3 +157,29 @@ def test_the_renderer_reads_what_explain_direction_writes():
 
     assert "<dt>Missing (ground truth only)</dt><dd>ball</dd>" in fragment
     assert "ball → frisbee (0.30)" in fragment
+
+
+def test_the_text_summary_has_a_line_per_model_and_direction_and_every_verdict():
+    from mitl.explain.table import summary_table
+
+    full = report()
+    full["models"].append(
+        {
+            "name": "labels",
+            "source": "annotator (object_labels)",
+            "explanation": explanation_block(),
+            "adversarial": {"skipped": "a object_labels annotator cannot score free text"},
+        }
+    )
+    lines = summary_table(full).splitlines()
+    rows = [line.split() for line in lines[1:] if not line.startswith("  ")]
+    assert [(row[0], row[1]) for row in rows] == [
+        (name, direction) for name in ("model", "bow", "labels") for direction in ("t2i", "i2t")
+    ]
+    # model t2i: 1 failure, CA .667, NCS .25, CE 1, SD .5, SD>T .5, no AA, informed CA .5.
+    assert rows[0][2:] == ["1", "0.667", "0.250", "1.00", "0.50", "0.500", "-", "|", "0.500"]
+    verdicts = [line.strip() for line in lines if line.startswith("  ")]
+    # The hand-built data's own verdict sentences, each on its kind's line.
+    assert verdicts[0] == "color_all  blind to color_all: the positive moved lower for 10% of 10"
+    assert verdicts[1].startswith("size") and "reads size" in verdicts[1]
+    assert verdicts[2] == "no re-ranking: a object_labels annotator cannot score free text"

@@ -219,3 +219,26 @@ def test_caption_nouns_keep_visible_things_not_names_places_or_abstractions():
     # "group", "day" and "side" are not things in the picture; "harley" is not in WordNet;
     # "s" of "man's" is no word; "a group of tables" counts no table, so the plural gives 2.
     assert caption_nouns(text) == {"man": 1, "table": 2, "kite": 2}
+
+
+def test_attribute_agreement_sees_the_colour_and_size_that_ca_cannot():
+    def shape(image_id: int, *objects: tuple[str, tuple[str, ...]]) -> ImageConcepts:
+        return ImageConcepts(
+            image_id, tuple(ConceptObject(c, 0.1, a) for c, a in objects), "instances"
+        )
+
+    truth = shape(1, ("circle", ("red", "large")), ("square", ("blue", "small")))
+    retrieved = shape(2, ("circle", ("green", "large")), ("square", ("blue", "small")))
+    metrics = failure_metrics(truth, retrieved, table_similarity({}))
+    assert metrics.ca == 1.0  # the same shapes…
+    assert metrics.aa == pytest.approx(3 / 4)  # …but the circle is green: 3 of 4 pairs kept
+    assert metrics.attribute_misses == ("red circle",)
+    # Only common categories count: a missing square's attributes are CA's business.
+    lone = shape(3, ("circle", ("red", "large")))
+    assert failure_metrics(truth, lone, table_similarity({})).aa == 1.0
+    assert (
+        failure_metrics(
+            labels_concepts(1, ["dog"]), labels_concepts(2, ["dog"]), table_similarity({})
+        ).aa
+        is None
+    )
