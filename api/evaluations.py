@@ -10,7 +10,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,7 +19,7 @@ from annotation.errors import ServiceError
 from annotation.models import Evaluation, Release
 from mitl.evaluation_inputs import DIRECTIONS, EvaluationError, rankings_parse
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
-from mitl.services.explain import with_image_urls
+from mitl.services.explain import may_read_explanation, with_image_urls
 
 from .errors import ErrorSerializer
 from .parsers import JSONParser, size_text
@@ -201,6 +201,11 @@ class EvaluationExplanationView(APIView):
     @extend_schema(
         responses={
             200: ExplanationSerializer,
+            403: OpenApiResponse(
+                ErrorSerializer,
+                description="Neither staff nor the account that submitted the model: an "
+                "explanation shows dataset images and captions.",
+            ),
             404: OpenApiResponse(
                 ErrorSerializer,
                 description="No such evaluation on this release, or it has no explanation "
@@ -211,6 +216,10 @@ class EvaluationExplanationView(APIView):
     def get(self, request: Request, release_id: int, evaluation_id: int) -> Response:
         """A leaderboard row's concept failure metrics (Lymperaiou et al., sections 4-5)."""
         evaluation = Evaluation.objects.filter(pk=evaluation_id, release_id=release_id).first()
+        if not may_read_explanation(evaluation, request.user):
+            raise PermissionDenied(
+                "only staff and the account that submitted the model see its explanation"
+            )
         if evaluation is None:
             raise NotFound(f"release {release_id} has no evaluation {evaluation_id}")
         if evaluation.explanation is None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import PurePosixPath
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -22,7 +25,7 @@ from mitl.evaluation_inputs import (
 )
 from mitl.explain.html import EXPLAIN_CSS, render_explanation
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
-from mitl.services.explain import explanation_image, with_image_urls
+from mitl.services.explain import explanation_image, may_read_explanation, with_image_urls
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
@@ -81,9 +84,10 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
         {
             "evaluation": evaluation,
             "explain_url": (
-                None
-                if evaluation.explanation is None
-                else reverse("frontend:explain", args=[release.pk, evaluation.pk])
+                reverse("frontend:explain", args=[release.pk, evaluation.pk])
+                if evaluation.explanation is not None
+                and may_read_explanation(evaluation, request.user)
+                else None
             ),
             "cells": [
                 evaluation.metrics.get(direction, {}).get(metric)
@@ -115,14 +119,24 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
     return render(request, "frontend/leaderboard.html", context, status=status)
 
 
+def _readable_evaluation(request: HttpRequest, release_id: int, evaluation_id: int) -> Evaluation:
+    """Return the release's evaluation if the account may read its explanation, else refuse."""
+    evaluation = (
+        Evaluation.objects.select_related("release__dataset")
+        .filter(pk=evaluation_id, release_id=release_id)
+        .first()
+    )
+    if not may_read_explanation(evaluation, request.user):
+        raise PermissionDenied("only staff and the account that submitted the model see this")
+    if evaluation is None:
+        raise Http404(f"release {release_id} has no evaluation {evaluation_id}")
+    return evaluation
+
+
 @login_required
 def explain(request: HttpRequest, release_id: int, evaluation_id: int) -> HttpResponse:
     """Show why a model's top-1 results miss on a release, concept by concept."""
-    evaluation = get_object_or_404(
-        Evaluation.objects.select_related("release__dataset"),
-        pk=evaluation_id,
-        release_id=release_id,
-    )
+    evaluation = _readable_evaluation(request, release_id, evaluation_id)
     stored = (
         None
         if evaluation.explanation is None
@@ -153,12 +167,13 @@ def explain_image(
     request: HttpRequest, release_id: int, evaluation_id: int, image_id: int
 ) -> FileResponse:
     """Serve an image that an evaluation's explanation shows (media is not public)."""
-    evaluation = get_object_or_404(
-        Evaluation.objects.select_related("release"), pk=evaluation_id, release_id=release_id
-    )
+    evaluation = _readable_evaluation(request, release_id, evaluation_id)
     image = explanation_image(evaluation, image_id)
     if image is None or not image.file:
         raise Http404("this explanation shows no such image")
-    response = FileResponse(image.file.open("rb"))
+    # A neutral name: the stored one can tell which image a caption was written for.
+    suffix = PurePosixPath(image.file.name).suffix.lower()
+    name = f"explain-{image_id}{suffix if re.fullmatch(r'[.][a-z0-9]{1,5}', suffix) else ''}"
+    response = FileResponse(image.file.open("rb"), filename=name)
     response["Cache-Control"] = "private, max-age=3600"
     return response

@@ -4,7 +4,7 @@ Pure Python. A failure is a query whose first result is not one of its positives
 000, section 4, with the release's extended positives instead of the single original).
 
 - Text to image: I_g is the query caption's own image (the one it was written for; it is
-  always a positive of a release) or, without it, the query's first positive; I_r is the
+  always a positive of a release) or, without it, the positive the model ranked best; I_r is the
   image ranked first. The query-informed side keeps what the query caption mentions.
 - Image to text: I_g is the query image; I_r is the image the first-ranked caption was
   written for. An image query mentions everything in it, so there is no query-informed
@@ -96,7 +96,12 @@ def find_failures(
         failed += 1
         if direction == "t2i":
             own = inputs.caption_image.get(query)
-            truth_image = own if own in positives else sorted(positives)[0]
+            # Without its own image among the positives, the positive the model ranked best.
+            truth_image = (
+                own
+                if own in positives
+                else next((t for t in ranking if t in positives), min(positives))
+            )
             retrieved_image = top
         else:
             truth_image = query
@@ -156,6 +161,7 @@ def summarise_metrics(all_metrics: Sequence[FailureMetrics]) -> dict[str, Any]:
 
 def _histogram(name: str, values: Sequence[float]) -> dict[str, list[float]]:
     """Return {'edges', 'counts'}: ten bins over [0, 1] for shares, integer bins otherwise."""
+    values = [v for v in values if np.isfinite(v)]
     if name in ("ca", "ncs", "sd_rate", "aa"):
         edges = np.linspace(0.0, 1.0, HISTOGRAM_BINS + 1)
     else:
@@ -189,7 +195,7 @@ def worst_failures(failures: Sequence[Failure], limit: int) -> list[Failure]:
         return (
             m.ca if m.ca is not None else 1.0,
             m.ncs if m.ncs is not None else 1.0,
-            -m.ce,
+            -(m.ce or 0),
             failure.query,
         )
 

@@ -11,13 +11,15 @@ first instead; each metric compares their concepts (`mitl.explain.concepts`):
   of the complete bipartite graph pairs every node of the smaller side; it is found as a
   minimum-weight full matching of the negated weights (networkx, Hungarian method).
 - CE, concept enumeration: Σ over common categories of |count in I_g − count in I_r|, lower
-  is better.
+  is better. Undefined without a common category (an unrelated image would otherwise
+  score a perfect 0) and for class labels, which carry no counts.
 - SD, size disagreement: per common category, the minimum-weight full matching of its
   objects by area difference; SD sums each category's mean matched difference, and the
   binary SD counts matched pairs whose difference reaches a threshold (also given as a
   share of all matched pairs), lower is better. The paper leaves the area unit open and
   thresholds at "100%"; here the difference of two boxes is relative to the smaller one,
-  |A_g − A_r| / min(A_g, A_r), so 1.0 means one box is twice the other. Needs boxes.
+  |A_g − A_r| / min(A_g, A_r), so 1.0 means one box is twice the other; areas are floored
+  at AREA_FLOOR so a degenerate box stays finite. Needs boxes and a common category.
 
 AA, attribute agreement, is this product's addition, not the paper's: among the categories
 both images have, the share of the ground truth's (category, attribute) pairs, e.g. (circle,
@@ -40,6 +42,7 @@ from networkx.algorithms import bipartite
 from mitl.explain.concepts import ImageConcepts
 
 DEFAULT_SIZE_THRESHOLD = 1.0  # relative area difference: one box twice the other
+AREA_FLOOR = 1e-6  # of the image: COCO has boxes of zero width or height
 
 Similarity = Callable[[str, str], float]
 
@@ -59,7 +62,7 @@ class FailureMetrics:
 
     ca: float | None
     ncs: float | None
-    ce: int
+    ce: int | None
     sd: float | None
     sd_binary: int | None
     sd_matches: int
@@ -127,11 +130,9 @@ def non_common_similarity(
 
 
 def relative_area_difference(a: float, b: float) -> float:
-    """Return |a − b| / min(a, b); a zero-area box differs infinitely from any other."""
-    low = min(a, b)
-    if low <= 0:
-        return 0.0 if a == b else float("inf")
-    return abs(a - b) / low
+    """Return |a − b| / min(a, b), each area floored at AREA_FLOOR."""
+    a, b = max(a, AREA_FLOOR), max(b, AREA_FLOOR)
+    return abs(a - b) / min(a, b)
 
 
 def min_weight_area_pairs(truth: Sequence[float], retrieved: Sequence[float]) -> list[float]:
@@ -148,12 +149,7 @@ def min_weight_area_pairs(truth: Sequence[float], retrieved: Sequence[float]) ->
         for i, a in enumerate(truth)
         for j, b in enumerate(retrieved)
     }
-    # Infinite weights break the assignment solver; a large finite stand-in keeps the order.
-    finite = [d for d in differences.values() if d != float("inf")]
-    cap = 2 * max(finite, default=1.0) + 1.0
-    graph.add_weighted_edges_from(
-        (("g", i), ("r", j), min(d, cap)) for (i, j), d in differences.items()
-    )
+    graph.add_weighted_edges_from((("g", i), ("r", j), d) for (i, j), d in differences.items())
     smaller = top if len(truth) <= len(retrieved) else bottom
     matching = bipartite.minimum_weight_full_matching(graph, top_nodes=smaller)
     return [differences[(i, matching[("g", i)][1])] for _, i in top if ("g", i) in matching]
@@ -166,8 +162,12 @@ def size_disagreement(
     *,
     threshold: float = DEFAULT_SIZE_THRESHOLD,
 ) -> tuple[float | None, int | None, int]:
-    """Return (SD, binary SD, matched pairs) over `categories`; SD is None without boxes."""
-    if not (truth.has_boxes and retrieved.has_boxes):
+    """Return (SD, binary SD, matched pairs) over `categories`.
+
+    SD is None without boxes or without a category to compare.
+    """
+    categories = set(categories)
+    if not (truth.has_boxes and retrieved.has_boxes) or not categories:
         return None, None, 0
     total, above, matches = 0.0, 0, 0
     for category in sorted(categories):
@@ -227,7 +227,11 @@ def failure_metrics(
     return FailureMetrics(
         ca=concept_agreement(truth_categories, retrieved_categories),
         ncs=ncs,
-        ce=sum(abs(n_g - n_r) for _, n_g, n_r in differences),
+        ce=(
+            sum(abs(n_g - n_r) for _, n_g, n_r in differences)
+            if common and "labels" not in (truth.source, retrieved.source)
+            else None
+        ),
         sd=sd,
         sd_binary=sd_binary,
         sd_matches=sd_matches,

@@ -7,7 +7,6 @@ nouns of its captions (`mitl.explain.concepts`); the report says how many images
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -59,52 +58,57 @@ class DatasetConcepts:
 
 
 def dataset_concepts(dataset: Dataset) -> DatasetConcepts:
-    """Read every image's concepts: instances, else labels, else its captions' nouns.
+    """Read every image's concepts from one source for the whole dataset.
 
-    Raise ServiceError when stored instances are malformed, or when images have neither
-    instances nor labels and WordNet (needed to read nouns) is not installed.
+    Instances when any image has them (an image with none has no objects), else labels when
+    any image has them, else the nouns of each image's captions: mixing sources would
+    compare COCO category names with caption words. Raise ServiceError when stored
+    instances are malformed, or when only captions are left and WordNet (needed to read
+    their nouns) is not installed.
     """
-    captions = list(
-        Caption.objects.filter(dataset=dataset, is_invalid=False).values_list(
-            "ext_id", "image__ext_id", "text"
-        )
-    )
-    texts_of: dict[int, list[str]] = {}
-    for _, image, text in captions:
-        texts_of.setdefault(image, []).append(text)
-    concepts: dict[int, ImageConcepts] = {}
-    files: dict[int, str] = {}
-    sources: Counter[str] = Counter()
-    rows = Image.objects.filter(dataset=dataset).values_list(
-        "ext_id", "instances", "labels", "file"
-    )
-    for ext_id, instances, labels, file_name in rows.iterator(chunk_size=5000):
-        files[ext_id] = file_name or ""
-        try:
-            if instances:
-                found = instances_concepts(ext_id, instances)
-            elif labels:
-                found = labels_concepts(ext_id, labels)
-            elif wordnet_available():
-                found = captions_concepts(ext_id, texts_of.get(ext_id, []))
-            else:
-                continue
-        except ConceptError as exc:
-            raise ServiceError(f"dataset {dataset.name!r}: {exc}") from None
-        concepts[ext_id] = found
-        sources[found.source] += 1
-    if not concepts:
+    images = Image.objects.filter(dataset=dataset)
+    if images.exclude(instances=[]).exists():
+        source = "instances"
+    elif images.exclude(labels=[]).exists():
+        source = "labels"
+    elif wordnet_available():
+        source = "captions"
+    else:
         raise ServiceError(
             f"dataset {dataset.name!r} has no image concepts: import instances "
             "(import_instances) or labels, or install WordNet (wordnet-base) to read them "
             "from the captions"
         )
+    # Every caption owns its image, invalid ones too: a query or a result may be one.
+    captions = list(
+        Caption.objects.filter(dataset=dataset).values_list(
+            "ext_id", "image__ext_id", "text", "is_invalid"
+        )
+    )
+    texts_of: dict[int, list[str]] = {}
+    for _, image, text, invalid in captions:
+        if not invalid:
+            texts_of.setdefault(image, []).append(text)
+    concepts: dict[int, ImageConcepts] = {}
+    files: dict[int, str] = {}
+    rows = images.values_list("ext_id", "instances", "labels", "file")
+    for ext_id, instances, labels, file_name in rows.iterator(chunk_size=5000):
+        files[ext_id] = file_name or ""
+        try:
+            if source == "instances":
+                concepts[ext_id] = instances_concepts(ext_id, instances)
+            elif source == "labels":
+                concepts[ext_id] = labels_concepts(ext_id, labels)
+            else:
+                concepts[ext_id] = captions_concepts(ext_id, texts_of.get(ext_id, []))
+        except ConceptError as exc:
+            raise ServiceError(f"dataset {dataset.name!r}: {exc}") from None
     return DatasetConcepts(
         concepts=concepts,
-        caption_image={c: i for c, i, _ in captions},
-        caption_text={c: t for c, _, t in captions},
+        caption_image={c: i for c, i, _, _ in captions},
+        caption_text={c: t for c, _, t, _ in captions},
         image_files=files,
-        sources=dict(sources),
+        sources={source: len(concepts)} if concepts else {},
     )
 
 
@@ -299,10 +303,29 @@ def evaluation_explanation(
     }
 
 
+def may_read_explanation(evaluation: Evaluation | None, user: Any) -> bool:
+    """Return whether `user` may see the explanation: staff, or the account that submitted it.
+
+    An explanation shows dataset images and captions chosen by the submitter's rankings;
+    others (crowd workers among them) see the leaderboard's numbers only. For them a missing
+    evaluation is refused like another's, so ids tell nothing.
+    """
+    if not user.is_authenticated:
+        return False
+    return bool(user.is_staff or (evaluation and evaluation.submitted_by_id == user.pk))
+
+
 def with_image_urls(stored: dict[str, Any], url_for: Callable[[str], str]) -> dict[str, Any]:
-    """Return a stored explanation whose images with a file get `url_for(image id)` as src."""
+    """Return a stored explanation whose images with a file get `url_for(image id)` as src.
+
+    The stored file names are left out: on COCO a file name tells which image a caption
+    was written for.
+    """
     images = {
-        key: {**image, "src": url_for(key) if image.get("file") else None}
+        key: {
+            **{k: v for k, v in image.items() if k != "file"},
+            "src": url_for(key) if image.get("file") else None,
+        }
         for key, image in (stored.get("images") or {}).items()
     }
     return {**stored, "images": images}

@@ -150,7 +150,8 @@ ENDPOINTS = [
     Endpoint("GET", "/api/releases/{release}/download/", READERS),
     Endpoint("GET", "/api/releases/{release}/evaluations/", READERS),
     Endpoint("POST", "/api/releases/{release}/evaluations/", (401, 201, 201), body=_evaluate),
-    Endpoint("GET", "/api/releases/{release}/evaluations/{evaluation}/explanation/", READERS),
+    # An explanation shows dataset images: staff and its submitter only.
+    Endpoint("GET", "/api/releases/{release}/evaluations/{evaluation}/explanation/", STAFF_ONLY),
 ]
 
 

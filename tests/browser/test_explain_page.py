@@ -25,7 +25,7 @@ def png(color: tuple[int, int, int]) -> ContentFile:
 
 
 def test_a_reader_follows_explain_from_the_leaderboard(new_page, screenshots_dir):
-    get_user_model().objects.create_user("reader", password=PASSWORD)
+    reader = get_user_model().objects.create_user("reader", password=PASSWORD)
     release = Release.objects.create(
         dataset=Dataset.objects.create(name="tiny"),
         name="tiny",
@@ -41,6 +41,7 @@ def test_a_reader_follows_explain_from_the_leaderboard(new_page, screenshots_dir
     for name, explanation in (("clip-a", stored), ("clip-b", None)):
         Evaluation.objects.create(
             release=release,
+            submitted_by=reader,  # an explanation is for staff and the model's submitter
             model_name=name,
             metrics={"i2t": {"recall@1": 0.5}, "t2i": {"recall@1": 0.25}},
             rankings_sha256=name.ljust(64, "0"),

@@ -240,8 +240,9 @@ PAGES = [
     # Releases: every account reads them (the API's /api/releases/ rule).
     Page("frontend:release-download", LOGGED_IN, ("release",)),
     Page("frontend:leaderboard", LOGGED_IN, ("release",)),
-    Page("frontend:explain", LOGGED_IN, ("release", "evaluation")),
-    Page("frontend:explain-image", LOGGED_IN, ("release", "evaluation", "explained_image")),
+    # An explanation shows dataset images: staff and the model's submitter only.
+    Page("frontend:explain", STAFF_ONLY, ("release", "evaluation")),
+    Page("frontend:explain-image", STAFF_ONLY, ("release", "evaluation", "explained_image")),
     # The admin dashboard: staff only.
     Page("frontend:dashboard", STAFF_ONLY),
     Page("frontend:releases", STAFF_ONLY),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.models import Dataset, Evaluation, Release
@@ -19,8 +20,10 @@ def make_release(name: str = "tiny") -> Release:
 
 
 def make_evaluation(release: Release, name: str, *, explained: bool = True) -> Evaluation:
+    """A model submitted by "ann", the account `logged_in` logs in (when it exists)."""
     return Evaluation.objects.create(
         release=release,
+        submitted_by=get_user_model().objects.filter(username="ann").first(),
         model_name=name,
         metrics={"i2t": {"recall@1": 0.5}, "t2i": {"recall@1": 0.25}},
         rankings_sha256=name.ljust(64, "0"),
@@ -73,11 +76,16 @@ def test_the_page_shows_the_worst_failures_concept_differences(logged_in, releas
     assert "instances (2 images)" in page
 
 
-def test_an_evaluation_of_another_release_is_a_404(logged_in, release):
+def test_an_evaluation_of_another_release_is_refused_to_its_submitter_and_a_404_to_staff(
+    logged_in, release, client, django_user_model
+):
     other = make_evaluation(make_release("other"), "clip-a")
 
-    assert logged_in.get(explain_url(other, release)).status_code == 404
+    # For anyone but staff, an evaluation that is not theirs here is refused, found or not.
+    assert logged_in.get(explain_url(other, release)).status_code == 403
     assert logged_in.get(explain_url(other)).status_code == 200
+    client.force_login(django_user_model.objects.create_user("boss", is_staff=True))
+    assert client.get(explain_url(other, release)).status_code == 404
 
 
 def test_a_model_without_an_explanation_gets_a_message_that_says_why(logged_in, release):
@@ -100,3 +108,15 @@ def test_anonymous_visitors_are_sent_to_log_in(client, release):
 
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
+
+
+def test_another_account_sees_no_link_and_is_refused_but_staff_read_it(
+    client, django_user_model, release
+):
+    evaluation = make_evaluation(release, "clip-a")  # "ann" does not exist: no submitter
+    client.force_login(django_user_model.objects.create_user("worker", password="x" * 20))
+    board = client.get(reverse("frontend:leaderboard", args=[release.pk])).content.decode()
+    assert 'class="explain-link"' not in board
+    assert client.get(explain_url(evaluation)).status_code == 403
+    client.force_login(django_user_model.objects.create_user("boss", is_staff=True))
+    assert client.get(explain_url(evaluation)).status_code == 200

@@ -18,6 +18,7 @@ from mitl.explain.concepts import (
     labels_concepts,
 )
 from mitl.explain.metrics import (
+    AREA_FLOOR,
     concept_agreement,
     failure_metrics,
     max_weight_pairs,
@@ -118,7 +119,8 @@ def test_relative_area_difference_is_relative_to_the_smaller_box():
     assert relative_area_difference(0.1, 0.2) == pytest.approx(1.0)
     assert relative_area_difference(0.3, 0.1) == pytest.approx(2.0)
     assert relative_area_difference(0.0, 0.0) == 0.0
-    assert relative_area_difference(0.0, 0.1) == float("inf")
+    # A degenerate box (COCO has some) is floored at AREA_FLOOR, so it stays finite.
+    assert relative_area_difference(0.0, 0.1) == pytest.approx((0.1 - AREA_FLOOR) / AREA_FLOOR)
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -242,3 +244,35 @@ def test_attribute_agreement_sees_the_colour_and_size_that_ca_cannot():
         ).aa
         is None
     )
+
+
+def test_an_unrelated_image_gets_no_ce_or_sd_rather_than_a_perfect_zero():
+    truth = image(1, ("dog", 0.2), ("dog", 0.1))
+    unrelated = image(2, ("car", 0.3))
+    one_dog = image(3, ("dog", 0.2))
+    similarity = table_similarity({})
+    far = failure_metrics(truth, unrelated, similarity)
+    assert (far.ce, far.sd, far.sd_rate) == (None, None, None)
+    near = failure_metrics(truth, one_dog, similarity)
+    assert near.ce == 1 and near.sd == 0.0
+    # Class labels carry no counts: CE is undefined rather than always 0.
+    labels = failure_metrics(
+        labels_concepts(1, ["dog"]), labels_concepts(2, ["dog", "cat"]), similarity
+    )
+    assert labels.ce is None
+
+
+def test_a_zero_area_box_keeps_every_summary_finite():
+    from mitl.explain.failures import ExplainInputs, explain_direction
+
+    concepts = {1: image(1, ("dog", 0.0)), 2: image(2, ("dog", 0.2))}
+    inputs = ExplainInputs(
+        positives={"t2i": {10: [1]}, "i2t": {}},
+        caption_image={10: 1},
+        concepts=concepts,
+        similarity=table_similarity({}),
+    )
+    result = explain_direction("t2i", {10: [2, 1]}, inputs)
+    sd = result["agnostic"]["means"]["sd"]
+    assert sd == pytest.approx((0.2 - AREA_FLOOR) / AREA_FLOOR)
+    assert sum(result["agnostic"]["histograms"]["sd"]["counts"]) == 1

@@ -101,6 +101,15 @@ def test_concepts_come_from_the_stored_instances(shapes):
     assert found.has_boxes
 
 
+def test_one_source_serves_the_whole_dataset(shapes):
+    # An image listed with no objects has none: it does not fall back to caption nouns.
+    first = shapes.images.order_by("pk").first()
+    Image.objects.filter(pk=first.pk).update(instances=[])
+    concepts = dataset_concepts(shapes)
+    assert concepts.sources == {"instances": shapes.images.count()}
+    assert concepts.concepts[first.ext_id].objects == ()
+
+
 def test_a_labels_only_dataset_falls_back_to_labels_and_a_bare_one_to_caption_nouns(dataset):
     assert dataset_concepts(dataset).sources == {"labels": dataset.images.count()}
     Image.objects.filter(dataset=dataset).update(labels=[])
