@@ -285,9 +285,13 @@ def render_report(report: Mapping[str, Any]) -> str:
         f"{sources or 'nowhere'}; settings: {settings or 'defaults'}.</p>",
         '<p class="note">A failure is a query whose first result is not a positive of the '
         "release. Its ground-truth image and the image retrieved first are compared concept by "
-        "concept (Lymperaiou et al., sections 4-5): CA and NCS higher is better, CE, SD and "
-        "the SD rate lower is better. Query-informed metrics keep only the ground-truth "
+        "concept (Lymperaiou et al., sections 4-5): CA, NCS and AA higher is better, CE, SD "
+        "and the SD rate lower is better. Query-informed metrics keep only the ground-truth "
         "concepts the query mentions.</p>",
+    ]
+    parts += [
+        f'<p class="note">{text(s["name"])} was not explained: {text(s["reason"])}</p>'
+        for s in report.get("skipped_annotators") or []
     ]
     for index, model in enumerate(report.get("models") or []):
         label = f"{model['name']} ({model.get('source', '')})"

@@ -31,4 +31,6 @@ def summary_table(report: dict[str, Any]) -> str:
             lines.append(f"  no re-ranking: {adversarial['skipped']}")
         for kind, moved in (adversarial.get("kinds") or {}).items():
             lines.append(f"  {kind:<10} {moved['verdict']}")
+    for skipped in report.get("skipped_annotators") or []:
+        lines.append(f"{skipped['name']}: not explained ({skipped['reason']})")
     return "\n".join(lines)

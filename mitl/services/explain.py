@@ -15,6 +15,7 @@ from typing import Any
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Dataset, Evaluation, Image, MachineAnnotator, Release
+from mitl.annotators import Annotator
 from mitl.evaluation_inputs import DIRECTIONS, RankingsByDirection, ReleaseTruth
 from mitl.explain.concepts import (
     ConceptError,
@@ -28,9 +29,7 @@ from mitl.explain.metrics import DEFAULT_SIZE_THRESHOLD
 from mitl.explain.synsets import categories_mentioned
 from mitl.relevance.wordnet import wordnet_available
 from mitl.retrieval.topk import retrieve_i2t, retrieve_t2i
-from mitl.services.corpus import NotInCorpus, corpus_load, rows_of
-from mitl.services.progress import ProgressListener
-from mitl.services.retrieve import annotator_prepare
+from mitl.services.corpus import LoadedCorpus, rows_of
 
 DEFAULT_WORST = 12
 ANNOTATOR_DEPTH = 100  # how deep an annotator's own rankings go; top-1 is what is explained
@@ -154,15 +153,12 @@ def explain_rankings(
 
 def annotator_rankings(
     *,
-    dataset: Dataset,
-    annotator: MachineAnnotator,
+    loaded: LoadedCorpus,
+    prepared: Annotator,
     queries: Mapping[str, Sequence[int]],
     depth: int = ANNOTATOR_DEPTH,
-    listener: ProgressListener | None = None,
 ) -> RankingsByDirection:
-    """Rank the release's queries with a machine annotator of the dataset."""
-    loaded = corpus_load(dataset=dataset)
-    prepared = annotator_prepare(row=annotator, dataset=dataset, loaded=loaded, listener=listener)
+    """Rank the release's queries that are in the corpus with a prepared annotator."""
     corpus = loaded.corpus
     rankings: RankingsByDirection = {}
     for direction in DIRECTIONS:
@@ -172,10 +168,7 @@ def annotator_rankings(
         if not wanted:
             rankings[direction] = {}
             continue
-        try:
-            rows = rows_of(query_side, wanted)
-        except NotInCorpus as exc:  # pragma: no cover - filtered above
-            raise ServiceError(f"query {exc.missing[0]} is not in the dataset") from None
+        rows = rows_of(query_side, wanted)
         if direction == "i2t":
             top = retrieve_i2t(prepared, rows, depth, n_captions=corpus.n_captions)
             targets = corpus.caption_ids
@@ -273,12 +266,14 @@ def crowd_concepts(release: Release | None) -> dict[str, Any] | None:
     return result
 
 
-def release_annotators(release: Release | None) -> list[MachineAnnotator]:
-    """Return the machine annotators of the release's batches, else every annotator."""
-    if release is not None:
-        rows = MachineAnnotator.objects.filter(batches__releases=release).distinct()
-        if rows.exists():
-            return list(rows.order_by("name"))
+def release_annotators(release: Release | None, dataset: Dataset) -> list[MachineAnnotator]:
+    """Return the annotators of the release's batches, else of the dataset's, else all."""
+    for rows in (
+        MachineAnnotator.objects.filter(batches__releases=release) if release else None,
+        MachineAnnotator.objects.filter(batches__dataset=dataset),
+    ):
+        if rows is not None and rows.exists():
+            return list(rows.distinct().order_by("name"))
     return list(MachineAnnotator.objects.order_by("name"))
 
 

@@ -12,16 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from annotation.models import Dataset, MachineAnnotator
-from mitl.annotators import Annotator, AnnotatorError
+from mitl.annotators import Annotator
 from mitl.evaluation_inputs import ReleaseTruth
 from mitl.explain.adversarial import PERTURBATION_KINDS, colors_in_texts, perturb_all
 from mitl.explain.failures import first_positive_rank
 from mitl.explain.reranking import movement, positive_ranks
 from mitl.relevance.wordnet import wordnet_available
-from mitl.services.corpus import LoadedCorpus, corpus_load
+from mitl.services.corpus import LoadedCorpus
 from mitl.services.progress import ProgressListener
-from mitl.services.retrieve import annotator_prepare
 
 SCORE_BLOCK = 512  # texts scored at once: a block is SCORE_BLOCK × images float32
 
@@ -70,53 +68,65 @@ def _query_rows(
 
 def adversarial_rerank(
     *,
-    dataset: Dataset,
-    annotator: MachineAnnotator,
+    name: str,
+    prepared: Annotator,
+    loaded: LoadedCorpus,
     truth: ReleaseTruth,
     kinds: Sequence[str] | None = None,
     seed: int = 0,
-    loaded: LoadedCorpus | None = None,
     listener: ProgressListener | None = None,
 ) -> dict[str, Any]:
-    """Return {'kinds': {kind: movement summary}} or {'skipped': why} for one annotator."""
-    loaded = loaded or corpus_load(dataset=dataset)
-    try:
-        prepared = annotator_prepare(
-            row=annotator, dataset=dataset, loaded=loaded, listener=listener
-        )
-    except AnnotatorError as exc:
-        return {"skipped": str(exc)}
+    """Return {'kinds': {kind: movement summary}} or {'skipped': why} for one annotator.
+
+    Each query's original text is scored once, whatever the number of kinds.
+    """
     if not prepared.can_score_text:
-        return {"skipped": f"a {annotator.kind} annotator cannot score free text"}
+        return {"skipped": f"a {prepared.kind} annotator cannot score free text"}
     queries, rows, masks = _query_rows(truth, loaded)
     texts = {q: loaded.corpus.caption_texts[r] for q, r in zip(queries, rows.tolist(), strict=True)}
-    position = {q: k for k, q in enumerate(queries)}
     dataset_colors = colors_in_texts(loaded.corpus.caption_texts)
-    report: dict[str, Any] = {"queries": len(queries), "kinds": {}}
-    for kind in available_kinds(kinds):
-        perturbed = perturb_all(
+    perturbed = {
+        kind: perturb_all(
             texts, kind, seed=seed, colors=dataset_colors if kind == "color_in" else None
         )
-        chosen = sorted(perturbed)
-        picks = np.array([position[q] for q in chosen], dtype=np.int64)
-        originals = [texts[q] for q in chosen]
-        changed = [perturbed[q].text for q in chosen]
-        if listener is not None:
-            listener(f"{annotator.name}: re-ranking {kind}", 0, len(chosen))
-        before = _block_ranks(prepared, originals, rows[picks], masks[picks])
-        after = _block_ranks(prepared, changed, rows[picks], masks[picks])
-        if listener is not None:
-            listener(f"{annotator.name}: re-ranking {kind}", len(chosen), len(chosen))
+        for kind in available_kinds(kinds)
+    }
+    changed_queries = sorted({q for found in perturbed.values() for q in found})
+    position = {q: k for k, q in enumerate(queries)}
+    picks = np.array([position[q] for q in changed_queries], dtype=np.int64)
+    _say(listener, f"{name}: scoring the original queries", 0, len(changed_queries))
+    original_rank = dict(
+        zip(
+            changed_queries,
+            _block_ranks(
+                prepared, [texts[q] for q in changed_queries], rows[picks], masks[picks]
+            ).tolist(),
+            strict=True,
+        )
+    )
+    report: dict[str, Any] = {"queries": len(queries), "kinds": {}}
+    for kind, found in perturbed.items():
+        chosen = sorted(found)
+        kind_picks = np.array([position[q] for q in chosen], dtype=np.int64)
+        changed = [found[q].text for q in chosen]
+        _say(listener, f"{name}: re-ranking {kind}", 0, len(chosen))
+        after = _block_ranks(prepared, changed, rows[kind_picks], masks[kind_picks])
+        _say(listener, f"{name}: re-ranking {kind}", len(chosen), len(chosen))
         report["kinds"][kind] = movement(
             kind,
-            before,
+            np.array([original_rank[q] for q in chosen], dtype=np.int64),
             after,
             queries=chosen,
-            originals=originals,
+            originals=[texts[q] for q in chosen],
             texts=changed,
             total_queries=len(queries),
         )
     return report
+
+
+def _say(listener: ProgressListener | None, stage: str, done: int, total: int) -> None:
+    if listener is not None:
+        listener(stage, done, total)
 
 
 def perturbed_queries(

@@ -18,6 +18,7 @@ from django.core.files.storage import default_storage
 
 from annotation.errors import ServiceError
 from annotation.models import Dataset, MachineAnnotator
+from mitl.annotators import AnnotatorError
 from mitl.evaluation_inputs import DIRECTIONS, RankingsByDirection, ReleaseTruth
 from mitl.explain.html import render_report
 from mitl.explain.metrics import DEFAULT_SIZE_THRESHOLD
@@ -40,8 +41,9 @@ from mitl.services.explain_adversarial import (
     rankings_movement,
 )
 from mitl.services.progress import ProgressListener
+from mitl.services.retrieve import annotator_prepare
 
-MAX_INLINE_IMAGE_BYTES = 400_000  # larger files are linked by name, not embedded
+MAX_INLINE_IMAGE_BYTES = 400_000  # a larger file is left out: its caption stands in
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def inline_image(file_name: str) -> str | None:
             return None
         with default_storage.open(file_name, "rb") as handle:
             data = handle.read()
-    except (OSError, ValueError):
+    except Exception:  # any storage failure (S3 too) leaves the image out, not the report
         return None
     mime = mimetypes.guess_type(file_name)[0] or "image/png"
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
@@ -84,7 +86,7 @@ def _chosen_annotators(request: ExplainRequest, release: Any) -> list[MachineAnn
             raise ServiceError(f"no machine annotator named {unknown[0]!r} (annotator_create)")
         return [rows[name] for name in request.annotators]
     if request.adversarial:
-        return release_annotators(release)
+        return release_annotators(release, request.dataset)
     return []
 
 
@@ -116,11 +118,19 @@ def explain_report(
                 "adversarial": _rankings_adversarial(request, concepts.caption_text),
             }
         )
-    loaded = corpus_load(dataset=request.dataset)
-    for row in _chosen_annotators(request, release):
-        rankings = annotator_rankings(
-            dataset=request.dataset, annotator=row, queries=queries, listener=listener
-        )
+    chosen = _chosen_annotators(request, release)
+    loaded = corpus_load(dataset=request.dataset) if chosen else None
+    skipped: list[dict[str, str]] = []
+    for row in chosen:
+        assert loaded is not None
+        try:
+            prepared = annotator_prepare(
+                row=row, dataset=request.dataset, loaded=loaded, listener=listener
+            )
+        except AnnotatorError as exc:  # e.g. an image model on a text-only dataset
+            skipped.append({"name": row.name, "reason": str(exc)})
+            continue
+        rankings = annotator_rankings(loaded=loaded, prepared=prepared, queries=queries)
         model = {
             "name": row.name,
             "source": f"annotator ({row.kind})",
@@ -135,12 +145,12 @@ def explain_report(
         }
         if request.adversarial:
             model["adversarial"] = adversarial_rerank(
-                dataset=request.dataset,
-                annotator=row,
+                name=row.name,
+                prepared=prepared,
+                loaded=loaded,
                 truth=request.truth,
                 kinds=request.kinds,
                 seed=request.seed,
-                loaded=loaded,
                 listener=listener,
             )
         models.append(model)
@@ -157,6 +167,7 @@ def explain_report(
             **request.settings,
         },
         "models": models,
+        "skipped_annotators": skipped,
         "crowd": crowd_concepts(release),
         "images": image_details(concepts, shown, url_of),
     }

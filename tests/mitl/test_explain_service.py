@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.errors import ServiceError
-from annotation.models import Batch, Evaluation, Image, Release
+from annotation.models import Batch, Evaluation, Image, MachineAnnotator, Release
 from annotation.services import dataset_import_tsv
 from mitl.config import batch_config
 from mitl.evaluation_inputs import release_load
@@ -283,3 +283,32 @@ def test_an_outside_model_ranks_the_perturbed_queries_and_the_report_compares(re
             "--adversarial-rankings",
             str(moved_file),
         )
+
+
+def test_an_annotator_that_cannot_run_here_is_reported_not_a_crash(release, tmp_path):
+    # Registered while its model was there; the directory has gone since.
+    MachineAnnotator.objects.create(
+        name="gone", kind="text_embedding", config={"model_path": str(tmp_path / "nothing")}
+    )
+    request = ExplainRequest(
+        release_dir=Path(release.path),
+        truth=release_load(release.path),
+        dataset=release.dataset,
+        annotators=["tfidf", "gone"],
+        adversarial=True,
+        kinds=["size"],
+    )
+    report = explain_report(request, url_of=lambda name: None)
+    assert [model["name"] for model in report["models"]] == ["tfidf"]
+    (skipped,) = report["skipped_annotators"]
+    assert skipped["name"] == "gone" and "nothing" in skipped["reason"]
+
+
+def test_the_explain_command_refuses_rankings_that_leave_queries_out(release, tmp_path):
+    rankings = worst_rankings(release)
+    dropped = next(iter(rankings["t2i"]))
+    del rankings["t2i"][dropped]
+    path = tmp_path / "partial.json"
+    path.write_text(json.dumps(rankings))
+    with pytest.raises(CommandError, match=rf"t2i: 1 of .* no ranking \(first: {dropped}\)"):
+        call_command("explain", "--release", release.path, "--rankings", str(path))

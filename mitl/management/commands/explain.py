@@ -11,7 +11,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.errors import ServiceError
 from annotation.models import Dataset
 from mitl.evaluation_inputs import (
+    DIRECTIONS,
     EvaluationError,
+    RankingsByDirection,
     ReleaseTruth,
     keyed_rankings_read,
     rankings_read,
@@ -103,6 +105,8 @@ class Command(BaseCommand):
         try:
             truth = release_load(release_dir)
             rankings = rankings_read(options["rankings"]) if options["rankings"] else None
+            if rankings is not None:
+                _check_ranked(truth, rankings)
             dataset = release_dataset(release_dir, options["dataset"])
             if options["adversarial_queries_out"]:
                 self._write_queries(truth, dataset, options)
@@ -163,3 +167,14 @@ class Command(BaseCommand):
     def _progress(self, stage: str, done: int, total: int) -> None:
         if total and (done == total or done == 0):
             self.stderr.write(f"{stage}: {done}/{total}")
+
+
+def _check_ranked(truth: ReleaseTruth, rankings: RankingsByDirection) -> None:
+    """Refuse rankings that leave release queries out: the failure rate would not be one."""
+    for direction in DIRECTIONS:
+        missing = [q for q in truth.positives[direction] if q not in rankings[direction]]
+        if missing:
+            raise CommandError(
+                f"{direction}: {len(missing)} of the release's {len(truth.positives[direction])} "
+                f"queries have no ranking (first: {missing[0]})"
+            )
