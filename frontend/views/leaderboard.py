@@ -85,8 +85,7 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
             "evaluation": evaluation,
             "explain_url": (
                 reverse("frontend:explain", args=[release.pk, evaluation.pk])
-                if evaluation.explanation is not None
-                and may_read_explanation(evaluation, request.user)
+                if evaluation.has_explanation and may_read_explanation(evaluation, request.user)
                 else None
             ),
             "cells": [

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
+from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Dataset, Evaluation, Release
@@ -152,10 +153,20 @@ class Leaderboard:
 
 
 def leaderboard_of(*, release: Release) -> Leaderboard:
-    """Return the release's evaluations (by model name) with the metric agreement."""
+    """Return the release's evaluations (by model name) with the metric agreement.
+
+    Explanations stay in the database (they can be large); `has_explanation` says whether
+    each row has one.
+    """
     evaluations = list(
         Evaluation.objects.filter(release=release)
         .select_related("submitted_by")
+        .defer("explanation")
+        .annotate(
+            has_explanation=ExpressionWrapper(
+                Q(explanation__isnull=False), output_field=BooleanField()
+            )
+        )
         .order_by("model_name")
     )
     metrics: list[str] = []
