@@ -12,11 +12,8 @@ from rest_framework.test import APIClient
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, Batch, HITItem, Release
 from annotation.submissions import assignment_submit
-from mitl.config import batch_config
 from mitl.release_files import I2T_FILE, T2I_FILE
-from mitl.services.pipeline import batch_run_until
-from mitl.services.progress import StageTracker
-from mitl.services.simulate import crowd_simulate
+from tests.pipeline_runs import run_to_release
 
 PASSWORD = "correct horse battery"
 ROLES = ("anonymous", "annotator", "staff")
@@ -94,14 +91,7 @@ def flagged_assignment(own_assignment) -> Assignment:
 @pytest.fixture
 def released(batch) -> Batch:
     """The small batch run to the end with the simulated crowd."""
-    batch_run_until(batch_id=batch.pk, until="annotating")
-    batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
-    crowd_simulate(
-        batch=batch,
-        config=batch_config(batch),
-        tracker=StageTracker(batch=batch, stage="annotating"),
-    )
-    assert batch_run_until(batch_id=batch.pk, until="released", force=True) == "released"
+    batch = run_to_release(batch)
     return batch
 
 

@@ -7,24 +7,14 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.models import Batch
-from mitl.config import batch_config
-from mitl.services.pipeline import batch_run_until
-from mitl.services.progress import StageTracker
-from mitl.services.simulate import crowd_simulate
+from tests.pipeline_runs import run_to_release
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def released(batch) -> Batch:
-    batch_run_until(batch_id=batch.pk, until="annotating")
-    batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
-    crowd_simulate(
-        batch=batch,
-        config=batch_config(batch),
-        tracker=StageTracker(batch=batch, stage="annotating"),
-    )
-    assert batch_run_until(batch_id=batch.pk, until="released", force=True) == "released"
+    batch = run_to_release(batch)
     return batch
 
 

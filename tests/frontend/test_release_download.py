@@ -8,26 +8,16 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from annotation.models import Batch, Release
-from mitl.config import batch_config
+from annotation.models import Release
 from mitl.release_files import bundle_path
-from mitl.services.pipeline import batch_run_until
-from mitl.services.progress import StageTracker
-from mitl.services.simulate import crowd_simulate
+from tests.pipeline_runs import run_to_release
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def release(batch) -> Release:
-    batch_run_until(batch_id=batch.pk, until="annotating")
-    batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
-    crowd_simulate(
-        batch=batch,
-        config=batch_config(batch),
-        tracker=StageTracker(batch=batch, stage="annotating"),
-    )
-    assert batch_run_until(batch_id=batch.pk, until="released", force=True) == "released"
+    batch = run_to_release(batch)
     return Release.objects.get(batches=batch)
 
 

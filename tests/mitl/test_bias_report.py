@@ -30,13 +30,11 @@ from annotation.models import (
 from annotation.services import ORIGINAL_SET
 from mitl.bias import MAX_ANNOTATORS
 from mitl.bias_html import render_bias_html
-from mitl.config import batch_config
 from mitl.metrics import recall_at_k
 from mitl.services.annotators import annotator_create
 from mitl.services.bias import bias_report_build
 from mitl.services.pipeline import batch_create, batch_run_until
-from mitl.services.progress import StageTracker
-from mitl.services.simulate import crowd_simulate
+from tests.pipeline_runs import run_to_release
 
 pytestmark = pytest.mark.django_db
 
@@ -50,18 +48,6 @@ def three_annotator_batch(dataset, annotators, small_config) -> Batch:
     return batch_create(
         dataset=dataset, name="bias batch", raw_config={**small_config, "annotators": NAMES}
     )
-
-
-def run_to_release(batch: Batch) -> Batch:
-    batch_run_until(batch_id=batch.pk, until="annotating")
-    batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
-    crowd_simulate(
-        batch=batch,
-        config=batch_config(batch),
-        tracker=StageTracker(batch=batch, stage="annotating"),
-    )
-    assert batch_run_until(batch_id=batch.pk, until="released", force=True) == "released"
-    return Batch.objects.select_related("dataset").get(pk=batch.pk)
 
 
 @pytest.fixture

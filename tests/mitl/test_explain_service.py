@@ -10,9 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.errors import ServiceError
-from annotation.models import Batch, Evaluation, Image, MachineAnnotator, Release
+from annotation.models import Evaluation, Image, MachineAnnotator, Release
 from annotation.services import dataset_import_tsv
-from mitl.config import batch_config
 from mitl.evaluation_inputs import release_load
 from mitl.explain.concepts import instances_concepts
 from mitl.explain.metrics import failure_metrics
@@ -22,9 +21,8 @@ from mitl.services.annotators import annotator_create
 from mitl.services.evaluate import evaluation_submit
 from mitl.services.explain import dataset_concepts, explain_rankings
 from mitl.services.explain_report import ExplainRequest, explain_report
-from mitl.services.pipeline import batch_create, batch_run_until
-from mitl.services.progress import StageTracker
-from mitl.services.simulate import crowd_simulate
+from mitl.services.pipeline import batch_create
+from tests.pipeline_runs import run_to_release
 
 pytestmark = [
     pytest.mark.django_db,
@@ -51,14 +49,7 @@ def release(shapes, annotators, small_config) -> Release:
     annotator_create(name="labels", kind="object_labels", config={})
     config = {**small_config, "annotators": ["tfidf", "bow-plain", "labels"]}
     batch = batch_create(dataset=shapes, name="explained", raw_config=config)
-    batch_run_until(batch_id=batch.pk, until="annotating")
-    batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
-    crowd_simulate(
-        batch=batch,
-        config=batch_config(batch),
-        tracker=StageTracker(batch=batch, stage="annotating"),
-    )
-    assert batch_run_until(batch_id=batch.pk, until="released", force=True) == "released"
+    batch = run_to_release(batch)
     return Release.objects.get(batches=batch)
 
 

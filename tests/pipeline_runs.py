@@ -1,0 +1,22 @@
+"""Run a test batch through the pipeline, the simulated crowd judging it, to its release."""
+
+from __future__ import annotations
+
+from annotation.models import Batch
+from mitl.config import batch_config
+from mitl.services.pipeline import batch_run_until
+from mitl.services.progress import StageTracker
+from mitl.services.simulate import crowd_simulate
+
+
+def run_to_release(batch: Batch) -> Batch:
+    """Retrieve, build, let the simulated crowd judge, aggregate and release; return the batch."""
+    batch_run_until(batch_id=batch.pk, until="annotating")
+    batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
+    crowd_simulate(
+        batch=batch,
+        config=batch_config(batch),
+        tracker=StageTracker(batch=batch, stage="annotating"),
+    )
+    assert batch_run_until(batch_id=batch.pk, until="released", force=True) == "released"
+    return Batch.objects.select_related("dataset").get(pk=batch.pk)
