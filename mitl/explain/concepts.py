@@ -7,8 +7,8 @@ set of concepts says which one it came from, since the metrics mean less the vag
   COCO ``instances_*.json``); every metric applies.
 - ``labels``: the classes present, one object each, no boxes; CA and NCS apply, CE and SD
   compare nothing real (each class counts once, no area).
-- ``captions``: the nouns of the image's captions mapped to WordNet synsets, one object per
-  noun, counted by the number words in front of it ("two dogs") where there are any; no
+- ``captions``: the nouns of the image's captions mapped to WordNet synsets (named by the
+  synset's first lemma, so "people" and "person" are one concept), one object per noun, counted by the number words in front of it ("two dogs") where there are any; no
   boxes.
 """
 
@@ -208,9 +208,12 @@ def _count_before(words: Sequence[str], index: int) -> int | None:
 
 def captions_concepts(image_id: int, captions: Iterable[str]) -> ImageConcepts:
     """Return the nouns of an image's captions: each noun once per the most it was counted."""
+    from mitl.explain.synsets import canonical_category
+
     counts: Counter[str] = Counter()
     for text in captions:
         for noun, count in caption_nouns(text).items():
-            counts[noun] = max(counts[noun], count)
+            concept = canonical_category(noun)  # words of one sense are one concept
+            counts[concept] = max(counts[concept], count)
     objects = tuple(ConceptObject(noun) for noun in sorted(counts) for _ in range(counts[noun]))
     return ImageConcepts(image_id, objects, "captions")

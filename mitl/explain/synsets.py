@@ -29,7 +29,6 @@ CATEGORY_SYNSETS: dict[str, str] = {
     "cross": "crisscross.n.01",
     "ring": "ring.n.02",
     "person": "person.n.01",  # a top-level sense (noun.Tops), visible all the same
-    "people": "person.n.01",
     "animal": "animal.n.01",
     "sports ball": "ball.n.01",
     "mouse": "mouse.n.04",
@@ -68,9 +67,14 @@ def _sense_count(sense: Any, lemma: str) -> int:
     return sum(name.count() for name in sense.lemmas() if name.name().lower() == lemma)
 
 
+# Words whose WordNet sense is a group of the category ("people" is not a kind of person).
+ALIASES: dict[str, str] = {"people": "person"}
+
+
 @lru_cache(maxsize=65_536)
 def category_synset(category: str) -> str | None:
     """Return the WordNet synset name of a category, or None when WordNet cannot place it."""
+    category = ALIASES.get(category, category)
     if category in CATEGORY_SYNSETS:
         return CATEGORY_SYNSETS[category]
     if not wordnet_available():
@@ -88,6 +92,20 @@ def category_synset(category: str) -> str | None:
 
 
 @lru_cache(maxsize=65_536)
+def canonical_category(noun: str) -> str:
+    """Return the name of the noun's synset ("people" → person, "bike" → bicycle).
+
+    Caption words that share a sense become one concept, so "people" and "person" agree.
+    """
+    if noun in ALIASES:
+        return ALIASES[noun]
+    synset = category_synset(noun)
+    if synset is None or noun in CATEGORY_SYNSETS:  # the table's names stay as they are
+        return noun
+    return str(wordnet().synset(synset).lemmas()[0].name()).replace("_", " ").lower()
+
+
+@lru_cache(maxsize=65_536)
 def is_visible(noun: str) -> bool:
     """Return whether a noun mostly names something one can see.
 
@@ -96,7 +114,7 @@ def is_visible(noun: str) -> bool:
     use of, when any sense is visible ("kite"). A word WordNet does not know is not a
     concept (names, pronouns, typos).
     """
-    if noun in CATEGORY_SYNSETS:
+    if noun in CATEGORY_SYNSETS or noun in ALIASES:
         return True
     if not wordnet_available():
         return False

@@ -276,3 +276,10 @@ def test_a_zero_area_box_keeps_every_summary_finite():
     sd = result["agnostic"]["means"]["sd"]
     assert sd == pytest.approx((0.2 - AREA_FLOOR) / AREA_FLOOR)
     assert sum(result["agnostic"]["histograms"]["sd"]["counts"]) == 1
+
+
+@needs_wordnet
+def test_caption_words_of_one_sense_are_one_concept():
+    concepts = captions_concepts(1, ["Two people on a couch.", "A person on a sofa, three stars."])
+    # people → person, couch → sofa; the table's names (star) keep their own name.
+    assert concepts.counts == {"person": 2, "sofa": 1, "star": 3}
