@@ -6,10 +6,10 @@ set of concepts says which one it came from, since the metrics mean less the vag
 - ``instances``: one object per instance with its box (the synthetic generator's scenes,
   COCO ``instances_*.json``); every metric applies.
 - ``labels``: the classes present, one object each, no boxes; CA and NCS apply, CE and SD
-  compare nothing real (each class counts once, no area).
+  are undefined (each class counts once, no area).
 - ``captions``: the nouns of the image's captions mapped to WordNet synsets (named by the
-  synset's first lemma, so "people" and "person" are one concept), one object per noun, counted by the number words in front of it ("two dogs") where there are any; no
-  boxes.
+  synset's first lemma, so "people" and "person" are one concept), one object per noun,
+  counted by the number words in front of it ("two dogs") where there are any; no boxes.
 """
 
 from __future__ import annotations
