@@ -1,7 +1,7 @@
 """Explain a model's failures on a release: concepts from the dataset, metrics from mitl.explain.
 
-The concepts of an image come from its stored instances, else its class labels, else the
-nouns of its captions (`mitl.explain.concepts`); the report says how many images used each.
+A dataset's concepts come from one source for all its images: stored instances, else class
+labels, else the nouns of the captions (`mitl.explain.concepts`); the report names it.
 """
 
 from __future__ import annotations
