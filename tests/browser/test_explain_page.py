@@ -64,8 +64,13 @@ def test_a_reader_follows_explain_from_the_leaderboard(new_page, screenshots_dir
     assert page.locator("h1").inner_text().startswith("Explained failures: clip-a")
     card = page.locator("#explain-t2i article.failure").first
     truth, retrieved = card.locator("figure.truth"), card.locator("figure.retrieved")
-    assert truth.locator("img").is_visible()
-    assert truth.locator("img").evaluate("img => img.naturalWidth") == 160  # it loaded
+    image = truth.locator("img")
+    # The image comes from its own view after the page: wait for it rather than race it.
+    image.wait_for(state="visible")
+    page.wait_for_function(
+        "img => img.complete && img.naturalWidth > 0", arg=image.element_handle()
+    )
+    assert image.evaluate("img => img.naturalWidth") == 160  # it loaded
     assert "a dog catching a frisbee & more" in retrieved.inner_text()  # text-only image
     differences = card.locator("dl.diff").first.inner_text()
     assert "ball" in differences and "frisbee" in differences and "dog 2 vs 1" in differences
