@@ -303,3 +303,16 @@ def test_the_explain_command_refuses_rankings_that_leave_queries_out(release, tm
     path.write_text(json.dumps(rankings))
     with pytest.raises(CommandError, match=rf"t2i: 1 of .* no ranking \(first: {dropped}\)"):
         call_command("explain", "--release", release.path, "--rankings", str(path))
+
+
+def test_the_explain_command_says_when_it_cannot_write(release, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(CommandError, match="cannot write"):
+        call_command(
+            "explain",
+            "--release",
+            release.path,
+            "--adversarial-queries-out",
+            str(blocker / "perturbed.json"),
+        )

@@ -141,7 +141,10 @@ class Command(BaseCommand):
         out = options["out"] or Path(settings.BASE_DIR) / "var" / "explain" / (
             f"{release_dir.resolve().name}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
-        html_path, json_path = report_write(report, out)
+        try:
+            html_path, json_path = report_write(report, out)
+        except OSError as exc:
+            raise CommandError(f"cannot write the report under {out}: {exc.strerror}") from None
         if quiet:
             self.stdout.write(json.dumps(report))
             return
@@ -150,17 +153,16 @@ class Command(BaseCommand):
 
     def _write_queries(self, truth: ReleaseTruth, dataset: Dataset, options: Any) -> None:
         """Write the perturbed caption queries of the release for an outside model."""
-        captions = dict(dataset.captions.filter(is_invalid=False).values_list("ext_id", "text"))
+        # Every caption, as the report's comparison reads them: `color_in` draws from the
+        # colours of all of them, so both sides must see the same texts.
+        captions = dict(dataset.captions.values_list("ext_id", "text"))
         queries = perturbed_queries(truth, captions, kinds=options["kind"], seed=options["seed"])
         path: Path = options["adversarial_queries_out"]
-        path.write_text(
-            json.dumps(
-                {kind: {str(q): t for q, t in texts.items()} for kind, texts in queries.items()},
-                indent=1,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
+        data = {kind: {str(q): t for q, t in texts.items()} for kind, texts in queries.items()}
+        try:
+            path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {path}: {exc.strerror}") from None
         counts = ", ".join(f"{len(texts)} {kind}" for kind, texts in queries.items())
         self.stdout.write(f"wrote {counts} perturbed caption queries to {path}")
 
