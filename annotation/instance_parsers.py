@@ -60,7 +60,8 @@ def parse_coco_instances(path: Path) -> dict[int, list[Instance]]:
         instances[image_id].append(
             {
                 "category": names[category_id],
-                "area": min(1.0, bbox[2] * bbox[3] / (width * height)),
+                # Two ratios, not w·h / (W·H): a product of tiny sizes could round to 0.
+                "area": min(1.0, (bbox[2] / width) * (bbox[3] / height)),
                 "bbox": bbox,
                 "attributes": _attributes(doc, entry, where),
             }

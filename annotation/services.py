@@ -240,6 +240,7 @@ class InstancesImported:
     instances: int  # instances stored on them
     unknown_images: int = 0  # images of the file the dataset does not hold (dropped)
     unknown_instances: int = 0  # their instances
+    unlisted_images: int = 0  # images of the dataset the file does not list (kept as they are)
 
 
 def instances_import(
@@ -280,6 +281,7 @@ def instances_import(
         instances=sum(len(image.instances) for image in updated),
         unknown_images=len(unknown),
         unknown_instances=sum(len(instances[image_id]) for image_id in unknown),
+        unlisted_images=len(images) - len(updated),
     )
 
 

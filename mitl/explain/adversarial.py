@@ -51,8 +51,10 @@ NAMED_COLORS: dict[str, tuple[int, int, int]] = {
 }  # fmt: skip
 _SAME_COLOR = {"grey": "gray"}  # spellings of one colour: never a substitute for each other
 
-LARGE_WORDS: tuple[str, ...] = ("large", "big", "enormous", "huge", "giant", "tall")
-SMALL_WORDS: tuple[str, ...] = ("small", "little", "tiny", "minor", "short")
+# Size words only: "tall"/"short" (height, length) and "minor" (importance) would flip
+# something else ("short hair" → "enormous hair").
+LARGE_WORDS: tuple[str, ...] = ("large", "big", "enormous", "huge", "giant")
+SMALL_WORDS: tuple[str, ...] = ("small", "little", "tiny")
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: "redwood" and "bored" are one word each
 # sRGB (D65) -> CIE XYZ; its image of sRGB white is the reference white, so white is L*=100.

@@ -98,11 +98,11 @@ def _direction(
     parts = [
         f'<section class="explain-direction" id="{text(anchor)}">',
         f"<h3>{text(DIRECTION_TITLES.get(direction, direction))}</h3>",
-        f"<p>{failures} failure{'' if failures == 1 else 's'} (top-1 not a positive) among "
-        f"{result['queries']} "
-        f"queries: failure rate {percent(result.get('failure_rate'))}; {result['explained']} "
+        f"<p>{text(failures)} failure{'' if failures == 1 else 's'} (top-1 not a positive) among "
+        f"{text(result['queries'])} "
+        f"queries: failure rate {percent(result.get('failure_rate'))}; {text(result['explained'])} "
         "explained (both images have concepts). Ground-truth objects found in the retrieved "
-        f"image: {agnostic['object_hit']} hit, {agnostic['object_miss']} missed "
+        f"image: {text(agnostic['object_hit'])} hit, {text(agnostic['object_miss'])} missed "
         f"(matched share {percent(agnostic.get('matched_share'))}; count disagreement "
         f"{percent(agnostic.get('enumeration_disagreement'))}).</p>",
         _metrics_table(agnostic, informed),
@@ -130,12 +130,12 @@ def _metrics_table(agnostic: Mapping[str, Any], informed: Mapping[str, Any] | No
         digits = DIGITS[metric]
         cells = [
             f'<td class="num">{number(agnostic["means"][metric], digits)}</td>'
-            f'<td class="num">{agnostic["defined"][metric]}</td>'
+            f'<td class="num">{text(agnostic["defined"][metric])}</td>'
         ]
         if informed:
             cells.append(
                 f'<td class="num">{number(informed["means"].get(metric), digits)}</td>'
-                f'<td class="num">{informed["defined"].get(metric, "—")}</td>'
+                f'<td class="num">{text(informed["defined"].get(metric, "—"))}</td>'
             )
         else:
             cells.append('<td class="num">—</td><td class="num">—</td>')
@@ -166,12 +166,12 @@ def _confusions(confusions: Mapping[str, Any]) -> str:
     if not missed and not swapped:
         return '<p class="note">No concept was missed or swapped.</p>'
     missed_rows = (
-        f'<tr><td>{text(row["concept"])}</td><td class="num">{row["failures"]}</td></tr>'
+        f'<tr><td>{text(row["concept"])}</td><td class="num">{text(row["failures"])}</td></tr>'
         for row in missed
     )
     swapped_rows = (
         f"<tr><td>{text(row['truth'])} → {text(row['retrieved'])}</td>"
-        f'<td class="num">{row["failures"]}</td></tr>'
+        f'<td class="num">{text(row["failures"])}</td></tr>'
         for row in swapped
     )
     return (

@@ -106,11 +106,11 @@ def render_adversarial(adversarial: Mapping[str, Any] | None, *, title: str) -> 
         )
         examples += [
             f"<li>{text(kind)}: “{text(x['original'])}” → “{text(x['perturbed'])}”: rank "
-            f"{x['rank_before']} → {x['rank_after']}</li>"
+            f"{text(x['rank_before'])} → {text(x['rank_after'])}</li>"
             for x in (moved.get("examples") or [])[:EXAMPLES_SHOWN]
         ]
     note = (
-        f'<p class="note">{adversarial.get("queries", 0)} caption queries re-ranked with one '
+        f'<p class="note">{text(adversarial.get("queries", 0))} caption queries re-ranked with one '
         "kind of attribute changed; ranks are those of the query's best positive. A model is "
         f"blind to a kind when fewer than {BLIND_LOWER_SHARE:.0%} of its perturbed queries "
         "move lower.</p>"
@@ -157,7 +157,7 @@ def render_crowd(crowd: Mapping[str, Any] | None, models: Sequence[Mapping[str, 
     rows = []
     for name, stats in crowd.items():
         model = by_name.get(name) or {}
-        cells = [stats["judgements"], stats["wrong_description"]]
+        cells = [text(stats["judgements"]), text(stats["wrong_description"])]
         cells += [percent(stats["wrong_concepts"].get(c)) for c in concepts]
         cells += [
             " / ".join(number(_mean(model, d, m), DIGITS[m]) for d in ("t2i", "i2t"))

@@ -107,8 +107,23 @@ def dataset_concepts(dataset: Dataset) -> DatasetConcepts:
         caption_image={c: i for c, i, _, _ in captions},
         caption_text={c: t for c, _, t, _ in captions},
         image_files=files,
-        sources={source: len(concepts)} if concepts else {},
+        sources=_source_counts(source, concepts),
     )
+
+
+def _source_counts(source: str, concepts: dict[int, ImageConcepts]) -> dict[str, int]:
+    """Return {source: images with objects}, and how many have none under the instances source.
+
+    An image with no instances was either not in the instances file or shows no object; the
+    report says how many, since a file that covers part of a dataset leaves the rest empty.
+    """
+    with_objects = sum(1 for found in concepts.values() if found.objects)
+    counts = {source: with_objects} if with_objects else {}
+    if source == "instances" and with_objects < len(concepts):
+        counts["no instances"] = len(concepts) - with_objects
+    elif source != "instances" and with_objects < len(concepts):
+        counts["no concepts"] = len(concepts) - with_objects
+    return counts
 
 
 def release_dataset(release_dir: Path, name: str | None) -> Dataset:

@@ -206,7 +206,8 @@ def test_parser_refuses_nan_and_unreadable_files(tmp_path):
 def test_import_replaces_the_listed_images_and_keeps_the_others(shapes, tmp_path):
     result = instances_import(dataset=shapes, path=write_json(tmp_path / "i.json", coco()))
 
-    assert result == InstancesImported(images=2, instances=3)
+    # Image 3 is not in the file: it keeps its instance, and the result counts it.
+    assert result == InstancesImported(images=2, instances=3, unlisted_images=1)
     stored = instances_of(shapes)
     assert [row["category"] for row in stored[1]] == ["dog", "cat"]
     assert stored[2][0]["area"] == 1.0
@@ -238,7 +239,9 @@ def test_ignore_unknown_drops_and_counts_the_unknown_images(shapes, tmp_path):
 
     result = instances_import(dataset=shapes, path=path, ignore_unknown=True)
 
-    assert result == InstancesImported(images=2, instances=3, unknown_images=2, unknown_instances=2)
+    assert result == InstancesImported(
+        images=2, instances=3, unknown_images=2, unknown_instances=2, unlisted_images=1
+    )
     assert len(instances_of(shapes)[1]) == 2
 
 
@@ -271,14 +274,18 @@ def test_import_instances_prints_a_one_line_summary(shapes, tmp_path):
 
     assert out == (
         "imported 3 instances on 2 images of 'shapes'; dropped 1 images unknown to the "
-        "dataset (1 instances)\n"
+        "dataset (1 instances); 1 images of the dataset are not in the file: they keep their "
+        "instances, and count as showing no object if they never had any\n"
     )
 
 
 def test_import_instances_without_unknown_ids_says_nothing_was_dropped(shapes, tmp_path):
     path = write_json(tmp_path / "i.json", coco())
     out = run("import_instances", "shapes", "--instances", str(path))
-    assert out == "imported 3 instances on 2 images of 'shapes'\n"
+    assert out == (
+        "imported 3 instances on 2 images of 'shapes'; 1 images of the dataset are not in the "
+        "file: they keep their instances, and count as showing no object if they never had any\n"
+    )
 
 
 @pytest.mark.parametrize(

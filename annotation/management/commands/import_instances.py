@@ -52,7 +52,13 @@ class Command(BaseCommand):
             if result.unknown_images
             else ""
         )
+        unlisted = (
+            f"; {result.unlisted_images} images of the dataset are not in the file: they keep "
+            "their instances, and count as showing no object if they never had any"
+            if result.unlisted_images
+            else ""
+        )
         self.stdout.write(
             f"imported {result.instances} instances on {result.images} images of "
-            f"{dataset.name!r}{dropped}"
+            f"{dataset.name!r}{dropped}{unlisted}"
         )
