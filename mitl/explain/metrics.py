@@ -33,7 +33,7 @@ their place is the explanation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -90,6 +90,25 @@ def concept_agreement(truth: Iterable[str], retrieved: Iterable[str]) -> float |
     return len(truth_set & retrieved_set) / len(truth_set)
 
 
+def _full_matching(weights: Mapping[tuple[int, int], float]) -> list[tuple[int, int]]:
+    """Return the minimum-weight matching of a complete bipartite graph, as (left, right).
+
+    `weights` holds every (left index, right index) edge; the matching pairs each node of
+    the smaller side (networkx's Hungarian method, `minimum_weight_full_matching`).
+    """
+    if not weights:
+        return []
+    left = sorted({i for i, _ in weights})
+    right = sorted({j for _, j in weights})
+    graph = nx.Graph()
+    graph.add_nodes_from((("g", i) for i in left), bipartite=0)
+    graph.add_nodes_from((("r", j) for j in right), bipartite=1)
+    graph.add_weighted_edges_from((("g", i), ("r", j), w) for (i, j), w in weights.items())
+    smaller = [("g", i) for i in left] if len(left) <= len(right) else [("r", j) for j in right]
+    matching = bipartite.minimum_weight_full_matching(graph, top_nodes=smaller)
+    return [(i, matching[("g", i)][1]) for i in left if ("g", i) in matching]
+
+
 def max_weight_pairs(
     left: Sequence[str], right: Sequence[str], similarity: Similarity
 ) -> list[MatchedPair]:
@@ -97,22 +116,10 @@ def max_weight_pairs(
 
     Weights must be non-negative; the matching pairs every node of the smaller side.
     """
-    if not left or not right:
-        return []
-    weights = {(a, b): similarity(a, b) for a in left for b in right}
-    graph = nx.Graph()
-    top = [("g", a) for a in left]
-    graph.add_nodes_from(top, bipartite=0)
-    graph.add_nodes_from((("r", b) for b in right), bipartite=1)
+    weights = {(i, j): similarity(a, b) for i, a in enumerate(left) for j, b in enumerate(right)}
     # Maximising Σw is minimising Σ(−w) over full matchings of the smaller side.
-    graph.add_weighted_edges_from((("g", a), ("r", b), -w) for (a, b), w in weights.items())
-    smaller = top if len(left) <= len(right) else [("r", b) for b in right]
-    matching = bipartite.minimum_weight_full_matching(graph, top_nodes=smaller)
-    pairs = [
-        MatchedPair(node[1], matching[node][1], weights[(node[1], matching[node][1])])
-        for node in top
-        if node in matching
-    ]
+    matched = _full_matching({edge: -w for edge, w in weights.items()})
+    pairs = [MatchedPair(left[i], right[j], weights[(i, j)]) for i, j in matched]
     return sorted(pairs, key=lambda pair: (-pair.weight, pair.truth, pair.retrieved))
 
 
@@ -137,22 +144,12 @@ def relative_area_difference(a: float, b: float) -> float:
 
 def min_weight_area_pairs(truth: Sequence[float], retrieved: Sequence[float]) -> list[float]:
     """Return the area differences of the minimum-weight full matching of two object lists."""
-    if not truth or not retrieved:
-        return []
-    graph = nx.Graph()
-    top = [("g", k) for k in range(len(truth))]
-    bottom = [("r", k) for k in range(len(retrieved))]
-    graph.add_nodes_from(top, bipartite=0)
-    graph.add_nodes_from(bottom, bipartite=1)
     differences = {
         (i, j): relative_area_difference(a, b)
         for i, a in enumerate(truth)
         for j, b in enumerate(retrieved)
     }
-    graph.add_weighted_edges_from((("g", i), ("r", j), d) for (i, j), d in differences.items())
-    smaller = top if len(truth) <= len(retrieved) else bottom
-    matching = bipartite.minimum_weight_full_matching(graph, top_nodes=smaller)
-    return [differences[(i, matching[("g", i)][1])] for _, i in top if ("g", i) in matching]
+    return [differences[edge] for edge in _full_matching(differences)]
 
 
 def size_disagreement(
