@@ -94,14 +94,14 @@ def find_failures(
         if top in positives:
             continue
         failed += 1
+        truth_rank = first_positive_rank(ranking, positives)
         if direction == "t2i":
             own = inputs.caption_image.get(query)
             # Without its own image among the positives, the positive the model ranked best.
-            truth_image = (
-                own
-                if own in positives
-                else next((t for t in ranking if t in positives), min(positives))
-            )
+            if own in positives:
+                truth_image = own
+            else:
+                truth_image = ranking[truth_rank - 1] if truth_rank else min(positives)
             retrieved_image = top
         else:
             truth_image = query
@@ -128,7 +128,7 @@ def find_failures(
                 top,
                 truth_image,
                 retrieved_image,
-                first_positive_rank(ranking, positives),
+                truth_rank,
                 agnostic,
                 informed,
             )
@@ -137,7 +137,7 @@ def find_failures(
 
 
 def _metric_value(metrics: FailureMetrics, name: str) -> float | None:
-    value = metrics.sd_rate if name == "sd_rate" else getattr(metrics, name)
+    value = getattr(metrics, name)  # sd_rate is a property, read the same way
     return None if value is None else float(value)
 
 
