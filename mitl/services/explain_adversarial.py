@@ -7,14 +7,19 @@ compares the rank of the query's best positive before and after.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from mitl.annotators import Annotator
 from mitl.evaluation_inputs import ReleaseTruth
-from mitl.explain.adversarial import PERTURBATION_KINDS, colors_in_texts, perturb_all
+from mitl.explain.adversarial import (
+    PERTURBATION_KINDS,
+    Perturbation,
+    colors_in_texts,
+    perturb_all,
+)
 from mitl.explain.failures import first_positive_rank
 from mitl.explain.reranking import movement, positive_ranks
 from mitl.relevance.wordnet import wordnet_available
@@ -84,13 +89,7 @@ def adversarial_rerank(
         return {"skipped": f"a {prepared.kind} annotator cannot score free text"}
     queries, rows, masks = _query_rows(truth, loaded)
     texts = {q: loaded.corpus.caption_texts[r] for q, r in zip(queries, rows.tolist(), strict=True)}
-    dataset_colors = colors_in_texts(loaded.corpus.caption_texts)
-    perturbed = {
-        kind: perturb_all(
-            texts, kind, seed=seed, colors=dataset_colors if kind == "color_in" else None
-        )
-        for kind in available_kinds(kinds)
-    }
+    perturbed = _perturbations(texts, loaded.corpus.caption_texts, kinds=kinds, seed=seed)
     changed_queries = sorted({q for found in perturbed.values() for q in found})
     position = {q: k for k, q in enumerate(queries)}
     picks = np.array([position[q] for q in changed_queries], dtype=np.int64)
@@ -124,6 +123,23 @@ def adversarial_rerank(
     return report
 
 
+def _perturbations(
+    texts: Mapping[int, str],
+    dataset_texts: Iterable[str],
+    *,
+    kinds: Sequence[str] | None,
+    seed: int,
+) -> dict[str, dict[int, Perturbation]]:
+    """Return {kind: {query: perturbation}}; `color_in` draws from the dataset's colours."""
+    dataset_colors = colors_in_texts(dataset_texts)
+    return {
+        kind: perturb_all(
+            texts, kind, seed=seed, colors=dataset_colors if kind == "color_in" else None
+        )
+        for kind in available_kinds(kinds)
+    }
+
+
 def _say(listener: ProgressListener | None, stage: str, done: int, total: int) -> None:
     if listener is not None:
         listener(stage, done, total)
@@ -142,16 +158,8 @@ def perturbed_queries(
     platform cannot run: rank these texts with it and hand the rankings back.
     """
     texts = {q: caption_text[q] for q in sorted(truth.positives["t2i"]) if q in caption_text}
-    dataset_colors = colors_in_texts(caption_text.values())
-    return {
-        kind: {
-            q: p.text
-            for q, p in perturb_all(
-                texts, kind, seed=seed, colors=dataset_colors if kind == "color_in" else None
-            ).items()
-        }
-        for kind in available_kinds(kinds)
-    }
+    perturbed = _perturbations(texts, caption_text.values(), kinds=kinds, seed=seed)
+    return {kind: {q: p.text for q, p in found.items()} for kind, found in perturbed.items()}
 
 
 def rankings_movement(
