@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from mitl.annotators.bow import STOP_WORDS
+
 SOURCES: tuple[str, ...] = ("instances", "labels", "captions")
 # Nouns of place inside the picture, not things in it ("on the left", "in the background").
 POSITION_NOUNS = frozenset(
@@ -132,10 +134,9 @@ def caption_nouns(text: str) -> Counter[str]:
     Only nouns of visible things count (`mitl.explain.synsets.is_visible`), not words of
     place in the picture (POSITION_NOUNS), nor a noun that modifies the next one ("an
     orange circle", "a tennis racket"). The count is the number word just before the
-    noun or its adjectives ("two brown dogs"
-    gives dog: 2); a plural (the lemma differs from the word) without one counts 2, else 1.
+    noun or its adjectives ("two brown dogs" gives dog: 2); a plural (the lemma differs
+    from the word) without one counts 2, else 1.
     """
-    from mitl.annotators.bow import STOP_WORDS
     from mitl.explain.synsets import is_visible
     from mitl.relevance.words import DETERMINERS, NOUN, tag_word, tokens
 
@@ -164,7 +165,6 @@ def caption_nouns(text: str) -> Counter[str]:
 
 def _is_known_noun(word: str, tag: tuple[str, str]) -> bool:
     """Return whether a token is a noun WordNet knows (unknown words are tagged nouns too)."""
-    from mitl.annotators.bow import STOP_WORDS
     from mitl.explain.synsets import category_synset
 
     return (
@@ -191,7 +191,6 @@ def _count_before(words: Sequence[str], index: int) -> int | None:
     Only adjectives may stand between ("two brown dogs"): a stop word ends the search, so
     "a group of tables" does not count one table.
     """
-    from mitl.annotators.bow import STOP_WORDS
 
     for back in range(1, 4):
         if index - back < 0:

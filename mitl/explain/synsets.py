@@ -93,7 +93,7 @@ def category_synset(category: str) -> str | None:
 
 @lru_cache(maxsize=65_536)
 def canonical_category(noun: str) -> str:
-    """Return the name of the noun's synset ("people" → person, "bike" → bicycle).
+    """Return the name of the noun's synset ("people" → person, "couch" → sofa).
 
     Caption words that share a sense become one concept, so "people" and "person" agree.
     """
