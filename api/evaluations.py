@@ -6,7 +6,6 @@ from typing import Any
 
 from django.conf import settings
 from django.shortcuts import get_object_or_404
-from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -19,7 +18,7 @@ from annotation.errors import ServiceError
 from annotation.models import Evaluation, Release
 from mitl.evaluation_inputs import DIRECTIONS, EvaluationError, rankings_parse
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
-from mitl.services.explain import may_read_explanation, with_image_urls
+from mitl.services.explain import may_read_explanation, shown_explanation
 
 from .errors import ErrorSerializer
 from .parsers import JSONParser, size_text
@@ -229,11 +228,4 @@ class EvaluationExplanationView(APIView):
                 "(import_instances) or labels, or install WordNet, then run `python manage.py "
                 "explain --release <release dir> --rankings FILE`"
             )
-        return Response(
-            with_image_urls(
-                evaluation.explanation,
-                lambda image: reverse(
-                    "frontend:explain-image", args=[release_id, evaluation_id, image]
-                ),
-            )
-        )
+        return Response(shown_explanation(evaluation))

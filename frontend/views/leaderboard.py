@@ -25,7 +25,7 @@ from mitl.evaluation_inputs import (
 )
 from mitl.explain.html import EXPLAIN_CSS, render_explanation
 from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
-from mitl.services.explain import explanation_image, may_read_explanation, with_image_urls
+from mitl.services.explain import explanation_image, may_read_explanation, shown_explanation
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
@@ -136,16 +136,7 @@ def _readable_evaluation(request: HttpRequest, release_id: int, evaluation_id: i
 def explain(request: HttpRequest, release_id: int, evaluation_id: int) -> HttpResponse:
     """Show why a model's top-1 results miss on a release, concept by concept."""
     evaluation = _readable_evaluation(request, release_id, evaluation_id)
-    stored = (
-        None
-        if evaluation.explanation is None
-        else with_image_urls(
-            evaluation.explanation,
-            lambda image: reverse(
-                "frontend:explain-image", args=[release_id, evaluation_id, image]
-            ),
-        )
-    )
+    stored = None if evaluation.explanation is None else shown_explanation(evaluation)
     context = {"release": evaluation.release, "evaluation": evaluation, "fragment": None}
     if stored is not None:
         context["css"] = mark_safe(EXPLAIN_CSS)

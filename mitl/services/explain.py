@@ -200,7 +200,7 @@ def image_details(
     """Return {image id: {'src', 'file', 'caption', 'concepts', 'source'}} of shown images.
 
     `file` is the stored name (empty for a text-only dataset), so a stored explanation can
-    get fresh URLs when it is shown (`with_image_urls`).
+    get fresh URLs when it is shown (`shown_explanation`).
     """
     first_caption: dict[int, str] = {}
     for caption, image in sorted(concepts.caption_image.items()):
@@ -298,7 +298,7 @@ def evaluation_explanation(
     """Return a leaderboard submission's explanation, None when the dataset has no concepts.
 
     Images carry their stored file name, not a URL: storage URLs may be signed and expire,
-    so `with_image_urls` adds them when the explanation is shown.
+    so `shown_explanation` adds them when the explanation is shown.
     """
     try:
         concepts = dataset_concepts(release.dataset)
@@ -325,16 +325,24 @@ def may_read_explanation(evaluation: Evaluation | None, user: Any) -> bool:
     return bool(user.is_staff or (evaluation and evaluation.submitted_by_id == user.pk))
 
 
-def with_image_urls(stored: dict[str, Any], url_for: Callable[[str], str]) -> dict[str, Any]:
-    """Return a stored explanation whose images with a file get `url_for(image id)` as src.
+def shown_explanation(evaluation: Evaluation) -> dict[str, Any]:
+    """Return an evaluation's stored explanation as the page and the API show it.
 
-    The stored file names are left out: on COCO a file name tells which image a caption
+    Each image with a file gets the login-protected view that serves it as `src`; the
+    stored file names are left out, since on COCO a file name tells which image a caption
     was written for.
     """
+    from django.urls import reverse
+
+    stored = evaluation.explanation or {}
     images = {
         key: {
             **{k: v for k, v in image.items() if k != "file"},
-            "src": url_for(key) if image.get("file") else None,
+            "src": (
+                reverse("frontend:explain-image", args=[evaluation.release_id, evaluation.pk, key])
+                if image.get("file")
+                else None
+            ),
         }
         for key, image in (stored.get("images") or {}).items()
     }
