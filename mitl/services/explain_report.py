@@ -10,7 +10,7 @@ import base64
 import json
 import mimetypes
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,6 @@ class ExplainRequest:
     adversarial_rankings: dict[str, dict[int, list[int]]] | None = None  # kind → t2i rankings
     worst: int = DEFAULT_WORST
     size_threshold: float = DEFAULT_SIZE_THRESHOLD
-    settings: dict[str, Any] = field(default_factory=dict)
 
 
 def inline_image(file_name: str) -> str | None:
@@ -164,7 +163,6 @@ def explain_report(
             "size_threshold": request.size_threshold,
             "seed": request.seed,
             "kinds": available_kinds(request.kinds) if request.adversarial else [],
-            **request.settings,
         },
         "models": models,
         "skipped_annotators": skipped,
