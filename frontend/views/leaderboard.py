@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-from pathlib import PurePosixPath
 
 from django import forms
 from django.contrib import messages
@@ -17,6 +15,7 @@ from django.utils.safestring import mark_safe
 
 from annotation.errors import ServiceError
 from annotation.models import Evaluation, Release
+from frontend.views.item_images import neutral_image_response
 from mitl.evaluation_inputs import (
     DIRECTIONS,
     EvaluationError,
@@ -162,8 +161,4 @@ def explain_image(
     if image is None or not image.file:
         raise Http404("this explanation shows no such image")
     # A neutral name: the stored one can tell which image a caption was written for.
-    suffix = PurePosixPath(image.file.name).suffix.lower()
-    name = f"explain-{image_id}{suffix if re.fullmatch(r'[.][a-z0-9]{1,5}', suffix) else ''}"
-    response = FileResponse(image.file.open("rb"), filename=name)
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
+    return neutral_image_response(image, f"explain-{image_id}")
