@@ -75,6 +75,15 @@ class BatchConfig:
     # Caption proxies (mitl.relevance.proxies) whose graded qrels the release carries and
     # whose graded metrics (nDCG, NCS, semantic recall) the leaderboard shows.
     relevance: tuple[str, ...] = ()
+    # A qualification round of this many pairs with known answers, each answer followed by
+    # feedback, before a worker gets the batch's HITs (annotation.qualification); 0 = none.
+    qualification_pairs: int = 0
+    qualification_pass: float = 0.8  # share of right answers that passes the round
+    qualification_attempts: int = 2  # tries a worker gets before the batch stays closed
+
+    @property
+    def qualification_required(self) -> bool:
+        return self.qualification_pairs > 0
 
     @property
     def adaptive(self) -> bool:
@@ -123,6 +132,8 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "budget_judgements": (0, 100_000_000),
     "round_size": (0, 100_000_000),
     "ranking_depth": (0, 1000),
+    "qualification_pairs": (0, 50),
+    "qualification_attempts": (1, 10),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "aggregation": AGGREGATION_RULES,
@@ -170,6 +181,10 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
         values["relevance"] = parse_relevance(values["relevance"])
     if "estimate_share" in values:
         values["estimate_share"] = _parse_share("estimate_share", values["estimate_share"])
+    if "qualification_pass" in values:
+        values["qualification_pass"] = _parse_share(
+            "qualification_pass", values["qualification_pass"], low=0.5, high=1.0
+        )
     config = BatchConfig(**values)
     if config.n_image_queries + config.n_caption_queries == 0:
         raise ConfigError(
@@ -210,12 +225,12 @@ def _check_adaptive(config: BatchConfig) -> None:
         )
 
 
-def _parse_share(name: str, value: Any) -> float:
+def _parse_share(name: str, value: Any, *, low: float = 0.0, high: float = 0.5) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"batch config: `{name}` must be a number (got {value!r})", key=name)
-    if not 0 <= value <= 0.5:
+    if not low <= value <= high:
         raise ConfigError(
-            f"batch config: `{name}` must be between 0 and 0.5 (got {value})", key=name
+            f"batch config: `{name}` must be between {low:g} and {high:g} (got {value})", key=name
         )
     return float(value)
 

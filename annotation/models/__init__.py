@@ -25,6 +25,13 @@ from .dataset import (
 from .imports import ImportJob, ImportKind, ImportStatus
 from .leases import LeaseState, TaskLease
 from .results import Evaluation, Release, RelevanceCalibration, Verdict
+from .training import (
+    Instructions,
+    QualificationAnswer,
+    QualificationAttempt,
+    QualificationPair,
+    QualificationSource,
+)
 from .work import (
     HIT,
     Assignment,
@@ -57,6 +64,7 @@ __all__ = [
     "ImportJob",
     "ImportKind",
     "ImportStatus",
+    "Instructions",
     "InvalidReason",
     "ItemRole",
     "Judgement",
@@ -67,6 +75,10 @@ __all__ = [
     "PositiveSet",
     "PositiveSource",
     "Proposal",
+    "QualificationAnswer",
+    "QualificationAttempt",
+    "QualificationPair",
+    "QualificationSource",
     "Query",
     "Ranking",
     "Release",

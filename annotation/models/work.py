@@ -216,6 +216,15 @@ class Assignment(models.Model):
         "same AssignmentId, WorkerId and HITId, or a results CSV had it). Until then it may be "
         "made up, and it is never approved.",
     )
+    instructions = models.ForeignKey(
+        "annotation.Instructions",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The version of the batch's instructions handed out with this work; empty "
+        "for work from before the batch had instructions.",
+    )
     page_seed = models.PositiveIntegerField(
         null=True,
         blank=True,
