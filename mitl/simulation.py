@@ -5,7 +5,10 @@ level along YES, WEAK_YES, WEAK_NO, NO (from an end, the only neighbour). Only a
 level has a neighbour across the positive/negative boundary, and a careful worker picks it
 less often than the one on the same side, so boundary flips happen but are rarer than
 mistakes within a side. A careless worker ignores the pair: mostly YES, otherwise a
-uniformly random level, and four times faster. Follow-ups (shortcomings, wrong concepts)
+uniformly random level, and four times faster. A learning worker has not understood the
+scale yet: until it has done a practice round with feedback, a `learning_gain` share of its
+answers is a uniformly random level (so it fails golden pairs that a trained worker passes);
+afterwards it answers like a careful worker. Follow-ups (shortcomings, wrong concepts)
 come with the two middle levels only, copied from the truth when it has them, and are
 listed in vocabulary order.
 
@@ -42,16 +45,20 @@ _OTHER_TEXTS: tuple[str, ...] = ("size", "wrong size", "shape outline", "hard to
 
 @dataclass(frozen=True)
 class WorkerProfile:
-    """A simulated worker: how often they are right, whether they care, how fast they are."""
+    """A simulated worker: how often they are right, whether they care, how fast they are,
+    and how much of the scale they misread before practice (`learning_gain`)."""
 
     name: str
     accuracy: float  # careless workers ignore it
     careless: bool = False
     median_ms: int = 4000
+    learning_gain: float = 0.0  # share of random answers before the practice round
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.accuracy <= 1.0:
             raise ValueError(f"accuracy must be within [0, 1], got {self.accuracy}")
+        if not 0.0 <= self.learning_gain <= 1.0:
+            raise ValueError(f"learning_gain must be within [0, 1], got {self.learning_gain}")
         if self.median_ms <= 0:
             raise ValueError(f"median_ms must be positive, got {self.median_ms}")
 
@@ -73,10 +80,15 @@ def crowd_profiles(
     careless_share: float = 0.1,
     accuracy_range: tuple[float, float] = (0.85, 0.98),
     seed: int = 0,
+    learning_share: float = 0.0,
+    learning_gain: float = 0.4,
 ) -> list[WorkerProfile]:
-    """Draw `n_workers` profiles, a `careless_share` of them careless (rounded)."""
+    """Draw `n_workers` profiles, a `careless_share` of them careless (rounded), and a
+    `learning_share` of the careful ones learning (rounded; see `WorkerProfile`)."""
     if n_workers < 0 or not 0.0 <= careless_share <= 1.0:
         raise ValueError("n_workers must be >= 0 and careless_share within [0, 1]")
+    if not 0.0 <= learning_share <= 1.0:
+        raise ValueError(f"learning_share must be within [0, 1], got {learning_share}")
     low, high = accuracy_range
     if not 0.0 <= low <= high <= 1.0:
         raise ValueError(f"accuracy_range must be within [0, 1] and ordered, got {accuracy_range}")
@@ -85,12 +97,19 @@ def crowd_profiles(
     careless = set(rng.choice(n_workers, size=n_careless, replace=False).tolist())
     accuracies = rng.uniform(low, high, size=n_workers)
     medians = rng.lognormal(math.log(4000), 0.25, size=n_workers)
+    careful = [i for i in range(n_workers) if i not in careless]
+    # Drawn after the other draws, so a crowd without learners stays the one it always was.
+    n_learning = round(len(careful) * learning_share)
+    learning = (
+        set(rng.choice(careful, size=n_learning, replace=False).tolist()) if careful else set()
+    )
     return [
         WorkerProfile(
             name=f"sim-worker-{i + 1:03d}",
             accuracy=round(float(accuracies[i]), 4),
             careless=i in careless,
             median_ms=max(500, round(float(medians[i]))),
+            learning_gain=learning_gain if i in learning else 0.0,
         )
         for i in range(n_workers)
     ]
@@ -145,11 +164,19 @@ def _elapsed_ms(median_ms: float, rng: np.random.Generator) -> int:
 
 
 def answer(
-    truth: Truth, worker: WorkerProfile, rng: np.random.Generator, *, followups: bool = True
+    truth: Truth,
+    worker: WorkerProfile,
+    rng: np.random.Generator,
+    *,
+    followups: bool = True,
+    trained: bool = False,
 ) -> Answer:
-    """Simulate `worker` answering a pair whose truth is `truth`."""
+    """Simulate `worker` answering a pair whose truth is `truth`; `trained`: after a
+    practice round with feedback (only a learning worker answers differently)."""
     if worker.careless:
         level = _careless_level(rng)
+    elif not trained and worker.learning_gain and rng.random() < worker.learning_gain:
+        level = _ORDER[int(rng.integers(len(_ORDER)))]  # misread the scale
     elif rng.random() < worker.accuracy:
         level = truth.level
     else:

@@ -117,3 +117,48 @@ def test_oracle_truth_is_yes_in_the_reference_set_and_no_outside():
     assert oracle_truth(True) == Truth(Level.YES)
     assert oracle_truth(False) == Truth(Level.NO)
     assert oracle_truth(True).is_positive and not oracle_truth(False).is_positive
+
+
+LEARNER = WorkerProfile("learner", accuracy=1.0, learning_gain=0.4)
+
+
+def test_an_untrained_learner_answers_at_random_a_learning_gain_share_of_the_time():
+    # Accuracy 1.0 apart from the misread share: a random level is right 1 time in 4, so
+    # the untrained learner agrees with the truth 0.6 + 0.4 / 4 = 70% of the time.
+    rng = np.random.default_rng(11)
+    truths = [TRUTHS[i] for i in rng.integers(len(TRUTHS), size=6000)]
+    untrained = np.mean([answer(t, LEARNER, rng).level is t.level for t in truths])
+    assert abs(untrained - 0.70) <= 0.02
+    trained = [answer(t, LEARNER, rng, trained=True).level is t.level for t in truths]
+    assert all(trained)
+
+
+def test_an_untrained_learner_fails_golden_pairs_that_a_careful_worker_passes():
+    # A golden TN (truth 100% NO) is failed by a YES-side answer: a random level lands there
+    # half the time, so 0.4 / 2 = 20% of the untrained learner's answers fail it.
+    rng = np.random.default_rng(12)
+    failed = np.mean(
+        [answer(Truth(Level.NO), LEARNER, rng).level in POSITIVE_LEVELS for _ in range(6000)]
+    )
+    assert abs(failed - 0.20) <= 0.02
+    careful = WorkerProfile("careful", accuracy=0.9)
+    assert not any(
+        answer(Truth(Level.NO), careful, rng).level in POSITIVE_LEVELS for _ in range(2000)
+    )
+
+
+def test_a_learning_gain_outside_zero_to_one_is_refused():
+    with pytest.raises(ValueError, match="learning_gain"):
+        WorkerProfile("x", accuracy=0.9, learning_gain=1.5)
+
+
+def test_crowd_profiles_make_a_share_of_the_careful_workers_learners_and_keep_the_rest():
+    plain = crowd_profiles(20, careless_share=0.1, seed=5)
+    mixed = crowd_profiles(20, careless_share=0.1, seed=5, learning_share=0.5, learning_gain=0.3)
+    learners = [worker for worker in mixed if worker.learning_gain]
+    assert len(learners) == 9  # half of the 18 careful workers
+    assert all(worker.learning_gain == 0.3 and not worker.careless for worker in learners)
+    # Everything else is the crowd drawn without learners.
+    strip = [(w.name, w.accuracy, w.careless, w.median_ms) for w in mixed]
+    assert strip == [(w.name, w.accuracy, w.careless, w.median_ms) for w in plain]
+    assert not any(worker.learning_gain for worker in plain)
