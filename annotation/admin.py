@@ -106,6 +106,39 @@ class RelevanceCalibrationAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at",)
 
 
+@admin.register(models.Instructions)
+class InstructionsAdmin(admin.ModelAdmin):
+    list_display = ("batch", "version", "created_by", "created_at")
+    list_filter = ("batch",)
+    raw_id_fields = ("batch", "created_by")
+    # A version is what earlier assignments showed (Assignment.instructions): never edited.
+    readonly_fields = ("content", "created_at")
+
+
+@admin.register(models.QualificationPair)
+class QualificationPairAdmin(admin.ModelAdmin):
+    """A batch's practice pairs; changed through `batch_qualification`, which checks them."""
+
+    list_display = ("batch", "position", "image", "caption", "positive", "source")
+    list_filter = ("source", "positive", "batch")
+    raw_id_fields = ("batch", "image", "caption")
+
+
+@admin.register(models.QualificationAttempt)
+class QualificationAttemptAdmin(admin.ModelAdmin):
+    list_display = ("batch", "worker", "number", "correct", "answered", "passed", "finished_at")
+    list_filter = ("passed", "batch")
+    raw_id_fields = ("batch", "worker")
+    readonly_fields = ("started_at",)
+
+
+@admin.register(models.QualificationAnswer)
+class QualificationAnswerAdmin(admin.ModelAdmin):
+    list_display = ("attempt", "pair", "level", "correct", "elapsed_ms", "created_at")
+    list_filter = ("correct", "level")
+    raw_id_fields = ("attempt", "pair")
+
+
 # Large tables: listed with raw id widgets so their pages never load every related row.
 for model in (
     models.Embedding,

@@ -28,6 +28,7 @@ from mitl.config import batch_config
 
 from .budget import BudgetSpent, budget_hold
 from .errors import ServiceError
+from .instructions import instructions_current_id
 from .models import (
     HIT,
     Assignment,
@@ -36,6 +37,7 @@ from .models import (
     Worker,
     WorkerSource,
 )
+from .qualification_gate import batches_closed_to, qualification_gates, qualification_missing
 
 # Work that holds (or used) one of a HIT's slots; rejected and expired work frees its slot.
 ACTIVE_STATUSES = (AssignmentStatus.ACCEPTED, AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED)
@@ -152,8 +154,9 @@ def assignment_create(
     slots_taken: Callable[[HIT], int] | None = None,
     check_budget: bool = True,
 ) -> Assignment:
-    """Give `hit` to `worker`, refusing a blocked worker, a repeat, a full HIT, or a batch
-    whose judgement budget is spent (`BudgetSpent`).
+    """Give `hit` to `worker`, refusing a blocked worker, a repeat, a full HIT, a batch
+    whose judgement budget is spent (`BudgetSpent`), or a batch whose qualification round
+    the worker has not passed (MTurk workers excepted: MTurk checks theirs).
 
     `slots_taken` counts the HIT's taken slots (default: its active work); the MTurk page
     leaves out MTurk work that MTurk has not confirmed (see `mturk.hit_page`). Work done
@@ -164,6 +167,11 @@ def assignment_create(
     now = now or timezone.now()
     with transaction.atomic():
         locked = HIT.objects.select_for_update().select_related("batch").get(pk=hit.pk)
+        if qualification_missing(worker=worker, batch=locked.batch):
+            raise ServiceError(
+                f"worker {worker} has not passed the qualification round of batch "
+                f"{locked.batch_id}: take the qualification round first (My work page)"
+            )
         if Assignment.objects.filter(hit=locked, worker=worker).exists():
             raise ServiceError(f"worker {worker} already worked on {locked}")
         active = _active_count(locked)
@@ -186,6 +194,8 @@ def _assign(hit: HIT, worker: Worker, now: datetime, active: int) -> Assignment:
         worker=worker,
         deadline=_deadline(hit, now),
         page_seed=secrets.randbelow(PAGE_SEEDS),  # this worker's own order of the pairs
+        # The version shown with this work, for good: a later version never changes it.
+        instructions_id=instructions_current_id(batch_id=hit.batch_id),
     )
     HIT.objects.filter(pk=hit.pk).update(active_assignments=active + 1)
     return assignment
@@ -195,9 +205,11 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
     """Return the worker's open assignment, or give it the next HIT with a free slot.
 
     Candidates are HITs of annotating batches that the worker never had, oldest batch
-    first, found through the slot hint's partial index. On PostgreSQL, `SKIP LOCKED` lets
-    concurrent requests take different HITs instead of queueing on the same row, and a
-    request waits for a locked one only when every free HIT is locked at that moment.
+    first, found through the slot hint's partial index; a batch whose qualification round
+    the worker has not passed is left out in the same query (annotation.qualification).
+    On PostgreSQL, `SKIP LOCKED` lets concurrent requests take different HITs instead of
+    queueing on the same row, and a request waits for a locked one only when every free
+    HIT is locked at that moment.
     After the lock, the slot count is read again (a new statement sees every assignment
     committed meanwhile), so a HIT never gets more than `max_assignments`; a stale hint is
     corrected on the spot. Requests of one worker queue on its row, so a repeat resumes
@@ -216,6 +228,8 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
         .exclude(assignments__worker=worker)
         .order_by("batch_id", "index")
     )
+    if qualification_gates(worker):
+        free = free.exclude(batch_id__in=batches_closed_to(worker=worker))
     swept = False  # other workers' overdue work is expired only when nothing looks free
     for _ in range(_NEXT_HIT_TRIES):
         outcome = _try_assign(worker, free, now)

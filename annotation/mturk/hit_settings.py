@@ -12,6 +12,10 @@ from .errors import MTurkError, MTurkInputError
 from .hit_type import HitTypeSettings, parse_hit_type_settings
 from .state import state_update
 
+# Settings the platform alone uses (the minimum hourly wage: warnings and top-ups), which
+# may change after publication.
+PLATFORM_SETTINGS = frozenset({"min_hourly_wage"})
+
 
 def batch_hit_settings(batch: Batch) -> HitTypeSettings:
     """Return the batch's HIT type settings: the stored ones over the defaults."""
@@ -34,11 +38,17 @@ def batch_published(batch: Batch) -> bool:
 
 
 def mturk_settings_save(*, batch: Batch, raw: dict[str, Any]) -> HitTypeSettings:
-    """Validate and store (some of) the batch's HIT type settings, and the cost they give."""
-    if batch_published(batch):
+    """Validate and store (some of) the batch's HIT type settings, and the cost they give.
+
+    Once a HIT is published only the platform's own settings (`PLATFORM_SETTINGS`, not part
+    of MTurk's HIT type) may change.
+    """
+    if batch_published(batch) and set(raw) - PLATFORM_SETTINGS:
         raise MTurkError(
             f"batch {batch.pk} already has HITs on MTurk: its HIT type settings can no "
-            "longer change (MTurk keeps one HIT type per batch)"
+            "longer change (MTurk keeps one HIT type per batch); only "
+            + ", ".join(f"`{name}`" for name in sorted(PLATFORM_SETTINGS))
+            + " may"
         )
     try:  # keys left out keep their stored (or default) values
         hit_settings = parse_hit_type_settings(raw, defaults=batch_hit_settings(batch))

@@ -20,6 +20,14 @@ QUAL_NUMBER_HITS_APPROVED = "00000000000000000040"  # Worker_NumberHITsApproved
 QUAL_LOCALE = "00000000000000000071"  # Worker_Locale
 _LOCALE = re.compile(r"^[A-Z]{2}(-[A-Z0-9]{1,3})?$")
 CENT = Decimal("0.01")
+# How a batch's qualification round goes to MTurk (annotation.mturk.qualification):
+# "test": a QualificationType with the round as its Test and AnswerKey, scored by MTurk;
+# "granted": a QualificationType without a test, which the platform grants.
+QUALIFICATION_MODES = ("test", "granted")
+# Who the qualification requirement stops. Test: workers must find the HITs to find the
+# test (MTurk offers it beside a HIT they cannot accept yet), so they still see and preview
+# them. Granted: nobody can earn it on MTurk, so the HITs stay out of other workers' sight.
+QUALIFICATION_GUARDS = {"test": "Accept", "granted": "DiscoverPreviewAndAccept"}
 
 
 @dataclass(frozen=True)
@@ -39,10 +47,19 @@ class HitTypeSettings:
     min_approval_rate: int | None = 95  # percent; None: no requirement
     min_approved_hits: int | None = 500  # None: no requirement
     locales: tuple[str, ...] = ("US",)  # ISO 3166 countries (or "US-CA"); empty: anywhere
+    # Batches with a qualification round only: one of QUALIFICATION_MODES, and how long a
+    # worker who failed MTurk's test waits before trying again (when the batch allows
+    # more than one attempt).
+    qualification_mode: str = "test"
+    qualification_retry_minutes: int = 24 * 60
+    # USD per hour of measured work (mitl.wages); None: no check. Not part of MTurk's HIT
+    # type: it sets the publication warning and the top-ups proposed after review.
+    min_hourly_wage: Decimal | None = Decimal("15.00")
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["reward"] = str(self.reward)
+        data["min_hourly_wage"] = _money_text(self.min_hourly_wage)
         data["locales"] = list(self.locales)
         return data
 
@@ -54,6 +71,9 @@ _INT_LIMITS = {
     "auto_approval_hours": (0, 30 * 24),
     "min_approval_rate": (0, 100),
     "min_approved_hits": (0, 1_000_000),
+    # MTurk sets no minimum; each retry shows the worker a new score, so a short delay
+    # would let a worker find the answer key by changing one answer at a time.
+    "qualification_retry_minutes": (60, 30 * 24 * 60),
 }
 
 
@@ -79,6 +99,12 @@ def parse_hit_type_settings(
             )
         values[name] = text
     values["reward"] = parse_money(values["reward"], what="`reward`")
+    wage = values["min_hourly_wage"]
+    values["min_hourly_wage"] = (
+        None
+        if wage is None or not str(wage).strip()
+        else parse_money(wage, what="`min_hourly_wage`")
+    )
     for name, (low, high) in _INT_LIMITS.items():
         value = values[name]
         if name.startswith("min_") and value in (None, ""):
@@ -86,6 +112,14 @@ def parse_hit_type_settings(
             continue
         values[name] = _parse_int(name, value, low, high)
     values["locales"] = _parse_locales(values["locales"])
+    mode = str(values["qualification_mode"]).strip().lower()
+    if mode not in QUALIFICATION_MODES:
+        raise MTurkInputError(
+            f"MTurk settings: `qualification_mode` must be one of {', '.join(QUALIFICATION_MODES)}"
+            f" (got {values['qualification_mode']!r}): test, MTurk scores its own test; "
+            "granted, the platform grants the qualification"
+        )
+    values["qualification_mode"] = mode
     return HitTypeSettings(**values)
 
 
@@ -100,6 +134,10 @@ def parse_money(value: Any, *, what: str = "amount") -> Decimal:
     if amount != amount.quantize(CENT):
         raise MTurkInputError(f"{what} must be in whole cents (got {value!r})")
     return amount.quantize(CENT)
+
+
+def _money_text(amount: Decimal | None) -> str | None:
+    return None if amount is None else str(amount)
 
 
 def _parse_int(name: str, value: Any, low: int, high: int) -> int:
@@ -127,12 +165,15 @@ def _parse_locales(value: Any) -> tuple[str, ...]:
     return locales
 
 
-def qualification_requirements(settings: HitTypeSettings, *, sandbox: bool) -> list[dict[str, Any]]:
-    """Return MTurk's QualificationRequirements for the worker history and locale settings.
+def qualification_requirements(
+    settings: HitTypeSettings, *, sandbox: bool, qualification: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Return MTurk's QualificationRequirements for the worker history and locale settings,
+    and the batch's own `qualification` requirement, if any.
 
     In the sandbox, the worker-history requirements are left out: sandbox workers (the
     requester testing its own HITs, usually) have no approved work, so they could not
-    accept anything.
+    accept anything. The batch's qualification stays: sandbox workers can pass its test.
     """
     requirements: list[dict[str, Any]] = []
     if not sandbox and settings.min_approval_rate is not None:
@@ -149,6 +190,8 @@ def qualification_requirements(settings: HitTypeSettings, *, sandbox: bool) -> l
                 "ActionsGuarded": "Accept",
             }
         )
+    if qualification is not None:
+        requirements.append(qualification)
     return requirements
 
 
@@ -167,8 +210,13 @@ def _locale_value(locale: str) -> dict[str, str]:
     return {"Country": country, "Subdivision": subdivision} if subdivision else {"Country": country}
 
 
-def hit_type_request(settings: HitTypeSettings, *, sandbox: bool) -> dict[str, Any]:
-    """Return the keyword arguments of MTurk's CreateHITType for these settings."""
+def hit_type_request(
+    settings: HitTypeSettings, *, sandbox: bool, qualification: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Return the keyword arguments of MTurk's CreateHITType for these settings.
+
+    MTurk keys HIT types on these arguments: another `qualification` gives another HITTypeId.
+    """
     return {
         "Title": settings.title,
         "Description": settings.description,
@@ -176,5 +224,7 @@ def hit_type_request(settings: HitTypeSettings, *, sandbox: bool) -> dict[str, A
         "Reward": str(settings.reward),
         "AssignmentDurationInSeconds": settings.assignment_minutes * 60,
         "AutoApprovalDelayInSeconds": settings.auto_approval_hours * 3600,
-        "QualificationRequirements": qualification_requirements(settings, sandbox=sandbox),
+        "QualificationRequirements": qualification_requirements(
+            settings, sandbox=sandbox, qualification=qualification
+        ),
     }

@@ -1,5 +1,6 @@
 """Links that MTurk's workers open: the platform's public base URL, and signed paths for
-people without an account (the HIT page inside MTurk and its images).
+people without an account (the HIT page inside MTurk, its images, and the images of the
+qualification test that MTurk shows).
 
 The signature (Django's signing, from SECRET_KEY) keeps HIT pages and images from being
 enumerated; rotating the key breaks the links of published HITs.
@@ -19,6 +20,8 @@ from .protocol import external_base_url
 
 _HIT_SALT = "mitl.mturk.hit"
 _IMAGE_SALT = "mitl.mturk.image"
+_QUALIFICATION_IMAGE_SALT = "mitl.mturk.qualification-image"
+_INSTRUCTIONS_IMAGE_SALT = "mitl.mturk.instructions-image"
 
 
 def hit_signature(hit_id: int) -> str:
@@ -31,10 +34,22 @@ def image_signature(item_id: int) -> str:
     return Signer(salt=_IMAGE_SALT).signature(str(item_id))
 
 
+def qualification_image_signature(pair_id: int) -> str:
+    """Return the signature in a qualification pair's image URL (the pairs are not HIT items)."""
+    return Signer(salt=_QUALIFICATION_IMAGE_SALT).signature(str(pair_id))
+
+
+_SIGNATURES = {
+    "hit": hit_signature,
+    "image": image_signature,
+    "qualification_image": qualification_image_signature,
+}
+
+
 def signature_valid(*, kind: str, pk: int, signature: str) -> bool:
-    """Say whether `signature` signs HIT `pk` (kind "hit") or item `pk`'s image."""
-    expected = hit_signature(pk) if kind == "hit" else image_signature(pk)
-    return constant_time_compare(expected, signature)
+    """Say whether `signature` signs HIT `pk` (kind "hit"), item `pk`'s image ("image") or
+    qualification pair `pk`'s image ("qualification_image")."""
+    return constant_time_compare(_SIGNATURES[kind](pk), signature)
 
 
 def hit_page_path(hit: HIT) -> str:
@@ -45,6 +60,30 @@ def hit_page_path(hit: HIT) -> str:
 def image_path(item_id: int) -> str:
     """Return the signed path of a HIT item's image."""
     return reverse("frontend:mturk-image", args=[item_id, image_signature(item_id)])
+
+
+def qualification_image_path(pair_id: int) -> str:
+    """Return the signed path of a qualification pair's image (MTurk's test shows it)."""
+    return reverse(
+        "frontend:mturk-qualification-image",
+        args=[pair_id, qualification_image_signature(pair_id)],
+    )
+
+
+def instructions_image_signature(instructions_id: int, example: int) -> str:
+    """Return the signature in the image URL of an instructions version's example."""
+    return Signer(salt=_INSTRUCTIONS_IMAGE_SALT).signature(f"{instructions_id}:{example}")
+
+
+def instructions_image_valid(*, instructions_id: int, example: int, signature: str) -> bool:
+    """Say whether `signature` signs that example's image of that instructions version."""
+    return constant_time_compare(instructions_image_signature(instructions_id, example), signature)
+
+
+def instructions_image_path(instructions_id: int, example: int) -> str:
+    """Return the signed path of an instructions example's image (the MTurk page shows it)."""
+    signature = instructions_image_signature(instructions_id, example)
+    return reverse("frontend:mturk-instructions-image", args=[instructions_id, example, signature])
 
 
 def public_base_url(base_url: str | None = None, *, production: bool) -> str:

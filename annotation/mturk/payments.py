@@ -25,6 +25,22 @@ def _client_for(batch: Batch, client: Any) -> tuple[dict[str, Any], Any]:
     return state, mturk_client_for(production=is_production(state), client=client)
 
 
+# What a bonus is for, and the prefix of its UniqueRequestToken (also its key in
+# `Batch.mturk["bonuses"]`): an assignment gets at most one of each, so a manual bonus never
+# stands in the way of a top-up to the minimum wage (`annotation.wages`), nor the reverse.
+BONUS = "bonus"
+TOPUP = "topup"
+BONUS_TOKEN_PREFIXES = {BONUS: "mitl-bonus", TOPUP: "mitl-topup"}
+
+
+def bonus_token(assignment_id: str, *, purpose: str = BONUS) -> str:
+    """Return the UniqueRequestToken (and state key) of an assignment's bonus for `purpose`."""
+    if purpose not in BONUS_TOKEN_PREFIXES:
+        known = ", ".join(BONUS_TOKEN_PREFIXES)
+        raise MTurkError(f"a bonus is for one of: {known} (got {purpose!r})")
+    return request_token(BONUS_TOKEN_PREFIXES[purpose], assignment_id)
+
+
 def mturk_bonus_send(
     *,
     assignment: Assignment,
@@ -32,12 +48,15 @@ def mturk_bonus_send(
     reason: str,
     client: Any = None,
     now: datetime | None = None,
+    purpose: str = BONUS,
 ) -> bool:
-    """Pay a bonus for an MTurk assignment, once; return False when it was already paid."""
+    """Pay a bonus for an MTurk assignment, once per `purpose` (BONUS, or TOPUP to the
+    minimum wage); return False when that one was already paid."""
     now = now or timezone.now()
     assignment = Assignment.objects.select_related("worker", "hit__batch").get(pk=assignment.pk)
     if assignment.worker.source != WorkerSource.MTURK or not assignment.external_id:
         raise MTurkError(f"{assignment} was not done on MTurk: no bonus can be sent there")
+    token = bonus_token(assignment.external_id, purpose=purpose)
     try:
         money = parse_money(amount, what="the bonus")
     except MTurkInputError as exc:
@@ -45,7 +64,6 @@ def mturk_bonus_send(
     reason = reason.strip()
     if not reason:
         raise MTurkError("say why the bonus is paid: the worker reads the reason")
-    token = request_token("mitl-bonus", assignment.external_id)
     batch = assignment.hit.batch
     state, client = _client_for(batch, client)
     if token in state.get("bonuses", {}):
@@ -67,6 +85,7 @@ def mturk_bonus_send(
             "worker": assignment.worker.external_id,
             "amount": str(money),
             "reason": reason,
+            "purpose": purpose,
             "at": now_iso(now),
         }
         state["bonuses"] = bonuses

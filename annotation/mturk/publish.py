@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from annotation.handout import ACTIVE_STATUSES
 from annotation.models import HIT, Assignment, Batch, BatchState
+from annotation.wages import wage_warnings
 from mitl.costs import CostEstimate
 
 from .client import mturk_call, mturk_client_for, mturk_pages
@@ -36,6 +37,7 @@ from .protocol import (
     requester_annotation,
     worker_preview_url,
 )
+from .qualification import mturk_qualification_ensure, mturk_qualification_requirement
 from .state import now_iso, state_update
 
 logger = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ logger = logging.getLogger(__name__)
 class PublishResult:
     environment: str
     hit_type_id: str
+    qualification_type_id: str = ""  # the batch's qualification round on MTurk, if any
     created: int = 0
     already: int = 0
     recovered: int = 0  # created by an interrupted run, found again on MTurk
@@ -78,14 +81,29 @@ def mturk_publish(
         environment=environment,
         hit_type_id="",
         already=already,
-        warnings=_publication_warnings(base, hit_settings, production=production),
+        warnings=_publication_warnings(base, hit_settings, production=production, batch=batch),
     )
     cost = mturk_batch_cost(batch=batch, hit_settings=hit_settings)
     result.cost = cost.to_json()
     client = mturk_client_for(production=production, client=client)
     state = batch.mturk or {}
+    # Before the HIT type: its requirement names the qualification type.
+    result.qualification_type_id = (
+        mturk_qualification_ensure(batch=batch, client=client, production=production, base_url=base)
+        or ""
+    )
+    requirement = (
+        mturk_qualification_requirement(batch=batch, production=production)
+        if result.qualification_type_id
+        else None
+    )
     result.hit_type_id = _hit_type_ensure(
-        client, state, hit_settings, production=production, reuse=already > 0
+        client,
+        state,
+        hit_settings,
+        production=production,
+        reuse=already > 0,
+        qualification=requirement,
     )
     resumed = "publish_started_at" in state
     nonce = _publication_start(
@@ -157,7 +175,7 @@ def _publication_target(
 
 
 def _publication_warnings(
-    base: str, hit_settings: HitTypeSettings, *, production: bool
+    base: str, hit_settings: HitTypeSettings, *, production: bool, batch: Batch
 ) -> list[str]:
     """Return what the person publishing should know, though nothing stops the publication."""
     warnings = []
@@ -171,6 +189,7 @@ def _publication_warnings(
             "sandbox: the approval-rate and approved-HITs requirements are left out "
             "(sandbox workers have no history); production applies them"
         )
+    warnings.extend(wage_warnings(batch=batch))  # fair pay: never blocks the publication
     return warnings
 
 
@@ -181,13 +200,15 @@ def _hit_type_ensure(
     *,
     production: bool,
     reuse: bool,
+    qualification: dict[str, Any] | None = None,
 ) -> str:
     """Return the HITTypeId: the stored one once HITs are published, else MTurk's answer."""
     hit_type_id = state.get("hit_type_id") if reuse else None
     if hit_type_id:
         return hit_type_id
-    # MTurk answers the same HITTypeId for the same settings.
-    request = hit_type_request(hit_settings, sandbox=not production)
+    # MTurk answers the same HITTypeId for the same settings, and another one for another
+    # qualification requirement.
+    request = hit_type_request(hit_settings, sandbox=not production, qualification=qualification)
     return mturk_call(client, "create_hit_type", **request)["HITTypeId"]
 
 
@@ -365,6 +386,8 @@ def mturk_publish_recorded(*, batch: Batch, production: bool, client: Any = None
             f"{result.hit_type_id}",
             *result.warnings,
         ]
+        if result.qualification_type_id:
+            lines.append(f"qualification type {result.qualification_type_id}")
         if result.preview_url:
             lines.append(f"workers see them at {result.preview_url}")
 

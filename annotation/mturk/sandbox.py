@@ -47,6 +47,8 @@ def mturk_sandbox_reset(*, batch: Batch, client: Any = None) -> int:
         deleted = deleted_by_model.get(Assignment._meta.label, 0)
         batch.hits.update(external_id=None, published_at=None)
         hits_recount_slots(hit_ids=hit_ids)
-        kept = {"settings": state["settings"]} if "settings" in state else {}
+        # The settings, and the qualification types: they live on in the sandbox, and the
+        # next sandbox publication requires them again (with the workers granted them).
+        kept = {key: state[key] for key in ("settings", "qualification") if key in state}
         Batch.objects.filter(pk=batch.pk).update(mturk=kept)
     return deleted

@@ -49,7 +49,11 @@ def mturk_batch_overview(*, batch: Batch) -> dict[str, Any]:
 def _assignment_rows(batch: Batch, state: dict[str, Any]) -> list[dict[str, Any]]:
     """Return the batch's latest MTurk assignments, each with its sent decision and bonus."""
     sent = state.get("sent", {})
-    bonuses = {entry["assignment"]: entry for entry in state.get("bonuses", {}).values()}
+    bonuses = {  # manual bonuses; top-ups to the minimum wage show under "Fair pay"
+        entry["assignment"]: entry
+        for entry in state.get("bonuses", {}).values()
+        if entry.get("purpose", "bonus") == "bonus"
+    }
     return [
         {
             "assignment": assignment,

@@ -22,7 +22,17 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.answers import SubmissionSerializer, answer_inputs, submission_summary
 from annotation.errors import ServiceError
-from annotation.models import HIT, Assignment, AssignmentStatus, Batch, BatchState, HITItem, Worker
+from annotation.models import (
+    HIT,
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    BatchState,
+    HITItem,
+    QualificationPair,
+    Worker,
+    WorkerSource,
+)
 from annotation.mturk.errors import MTurkError, MTurkInputError
 from annotation.mturk.hit_page import (
     mturk_assignment_find,
@@ -45,14 +55,21 @@ from annotation.mturk.protocol import (
     SUBMIT_HOSTS,
     submit_url,
 )
+from annotation.mturk.qualification import (
+    mturk_qualification_grant,
+    mturk_qualification_overview,
+)
 from annotation.mturk.sandbox import mturk_sandbox_reset
 from annotation.mturk.selectors import mturk_batch_overview, mturk_external_submit_fields
 from annotation.mturk.state import is_production
+from annotation.mturk.topups import mturk_topups_pay
 from annotation.review import assignment_review
 from annotation.selectors import hit_page_content
+from annotation.wages import batch_wage_overview
 
 from .access import staff_required
-from .item_images import item_image_response
+from .instructions import mturk_instructions
+from .item_images import item_image_response, neutral_image_response
 
 PRODUCTION_CONFIRMATION = "PRODUCTION"
 # What `/mturk/submit/` answers: what was stored, never the golden check's result.
@@ -72,7 +89,7 @@ def _framed(response: HttpResponse) -> HttpResponse:
 
 def _page_context(hit: HIT, assignment: Assignment | None = None) -> dict[str, Any]:
     content = hit_page_content(hit=hit, image_url=image_path, assignment=assignment)
-    return {"hit": hit, **content}
+    return {"hit": hit, **content, **mturk_instructions(hit=hit, assignment=assignment)}
 
 
 def _notice(request: HttpRequest, hit: HIT | None, text: str, status: int, **extra: Any):
@@ -195,6 +212,17 @@ def mturk_image(request: HttpRequest, item_id: int, signature: str) -> FileRespo
     return item_image_response(item)
 
 
+@require_GET
+def mturk_qualification_image(request: HttpRequest, pair_id: int, signature: str) -> FileResponse:
+    """Serve a qualification pair's image to whoever holds its signed link (MTurk's test)."""
+    if not signature_valid(kind="qualification_image", pk=pair_id, signature=signature):
+        raise Http404("no such image")
+    pair = get_object_or_404(QualificationPair.objects.select_related("image"), pk=pair_id)
+    if not pair.image.file:
+        raise Http404("this dataset has no image files")
+    return neutral_image_response(pair.image, f"qualification-{pair.pk}")
+
+
 # --- the admin's page -------------------------------------------------------------------
 
 
@@ -218,7 +246,12 @@ def mturk_batch(request: HttpRequest, batch_id: int) -> HttpResponse:
 
 
 def _batch_context(batch: Batch) -> dict[str, Any]:
-    return {**mturk_batch_overview(batch=batch), "confirmation": PRODUCTION_CONFIRMATION}
+    return {
+        **mturk_batch_overview(batch=batch),
+        "confirmation": PRODUCTION_CONFIRMATION,
+        "fair_pay": batch_wage_overview(batch=batch),
+        "qualification": mturk_qualification_overview(batch=batch),
+    }
 
 
 def _save_settings(request: HttpRequest, batch: Batch) -> str:
@@ -233,6 +266,9 @@ def _save_settings(request: HttpRequest, batch: Batch) -> str:
         "min_approval_rate",
         "min_approved_hits",
         "locales",
+        "min_hourly_wage",
+        "qualification_mode",
+        "qualification_retry_minutes",
     )
     raw = {name: request.POST[name] for name in fields if name in request.POST}
     saved = mturk_settings_save(batch=batch, raw=raw)
@@ -294,6 +330,16 @@ def _bonus(request: HttpRequest, batch: Batch) -> str:
     return f"Bonus of ${parse_money(amount)} sent for {assignment.external_id}."
 
 
+def _topups(request: HttpRequest, batch: Batch) -> str:
+    result = mturk_topups_pay(batch=batch)
+    if not result.paid:
+        return f"No top-up to pay ({result.already} paid before)."
+    return (
+        f"{result.paid} top-ups to the minimum wage sent, ${result.total} in all "
+        f"({result.already} paid before)."
+    )
+
+
 def _expire(request: HttpRequest, batch: Batch) -> str:
     return f"{mturk_hits_expire(batch=batch)} HITs taken off the market."
 
@@ -318,14 +364,26 @@ def _reset_sandbox(request: HttpRequest, batch: Batch) -> str:
     return f"Sandbox publication reset: {deleted} test assignments deleted."
 
 
+def _grant_qualification(request: HttpRequest, batch: Batch) -> str:
+    worker_id = request.POST.get("worker_id", "").strip()
+    # Grants are kept by WorkerId on the batch: a worker new to the platform needs no row.
+    worker = Worker.objects.filter(source=WorkerSource.MTURK, external_id=worker_id).first()
+    worker = worker or Worker(source=WorkerSource.MTURK, external_id=worker_id)
+    if not mturk_qualification_grant(batch=batch, worker=worker):
+        return f"Worker {worker_id} was granted the qualification before: nothing sent."
+    return f"Qualification granted to worker {worker_id} on MTurk (MTurk emails the worker)."
+
+
 _ACTIONS = {
     "settings": _save_settings,
     "publish": _publish,
     "sync": _sync,
     "review": _review,
     "bonus": _bonus,
+    "topups": _topups,
     "expire": _expire,
     "extend": _extend,
     "block": _block,
     "reset_sandbox": _reset_sandbox,
+    "grant_qualification": _grant_qualification,
 }

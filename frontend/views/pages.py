@@ -10,8 +10,12 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.safestring import mark_safe
 
 from annotation.errors import ServiceError
+from annotation.instructions import instructions_overview
 from annotation.models import Batch, Dataset, Release
+from annotation.mturk.links import instructions_image_path
+from annotation.qualification_selectors import qualification_summary
 from annotation.selectors import batch_curation, batch_progress, diversity_rows
+from annotation.wages import batch_wage_overview
 from mitl.config import batch_config
 from mitl.services.plan import batch_plan
 
@@ -44,6 +48,9 @@ def batch_page(request: HttpRequest, batch_id: int) -> HttpResponse:
         "curation": batch_curation(batch=batch),
         "plan": _plan(batch),
         "diversity": diversity_rows(batch.reports.get("diversity", {})),
+        "instructions": instructions_overview(batch=batch, image_url=instructions_image_path),
+        "qualification": qualification_summary(batch=batch),
+        "fair_pay": batch_wage_overview(batch=batch),
     }
     return render(request, "frontend/batch.html", context)
 

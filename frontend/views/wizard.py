@@ -14,6 +14,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
+from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
@@ -41,6 +42,7 @@ from mitl.services.launch import batch_create_with_queries, batch_launch
 from mitl.services.plan import config_plan
 
 from .access import staff_required
+from .wizard_instructions import InstructionsExamplesForm
 
 logger = logging.getLogger(__name__)
 DEFAULTS = BatchConfig(annotators=("-",))  # the configuration's defaults, for the form
@@ -274,15 +276,19 @@ def batch_new(request: HttpRequest) -> HttpResponse:
     status = 200
     if request.method == "POST":
         form = BatchWizardForm(request.POST)
-        batch = _create_from(form) if form.is_valid() else None
+        examples_form = InstructionsExamplesForm(request.POST)
+        valid = form.is_valid() & examples_form.is_valid()  # both, so both show their errors
+        batch = _create_from(form, examples_form, request.user) if valid else None
         if batch is not None:
             _launch(request, batch, simulated_crowd=form.cleaned_data["simulated_crowd"])
             return redirect("frontend:batch", batch_id=batch.pk)
         status = 400
     else:
         form = BatchWizardForm(initial={"dataset": request.GET.get("dataset")})
+        examples_form = InstructionsExamplesForm()
     context = {
         "form": form,
+        "examples_form": examples_form,
         "initial": _initial_estimate(form),
         "commission": int(COMMISSION * 100),
         "commission_large": int(COMMISSION_LARGE * 100),
@@ -292,8 +298,10 @@ def batch_new(request: HttpRequest) -> HttpResponse:
     return render(request, "frontend/batch_new.html", context, status=status)
 
 
-def _create_from(form: BatchWizardForm) -> Batch | None:
-    """Create the draft batch, or put every problem on the form and return None."""
+def _create_from(
+    form: BatchWizardForm, examples_form: InstructionsExamplesForm, user: AbstractBaseUser
+) -> Batch | None:
+    """Create the draft batch, or put every problem on the forms and return None."""
     data = form.cleaned_data
     try:
         config = parse_batch_config(form.raw_config())
@@ -313,11 +321,13 @@ def _create_from(form: BatchWizardForm) -> Batch | None:
             image_ids=data["image_ids"] if listed else None,
             caption_ids=data["caption_ids"] if listed else None,
             mturk={"estimate": {**estimate.to_json(), "hits_at_most": True}},
+            instructions_examples=examples_form.examples(),
+            user=user,
         )
     except ConfigError as exc:
         form.add_config_error(exc)
     except ServiceError as exc:
-        form.add_error(None, str(exc))
+        (examples_form if exc.field == "instructions" else form).add_error(None, str(exc))
     return None
 
 

@@ -12,9 +12,12 @@ from django.views.decorators.http import require_POST
 
 from annotation.errors import ServiceError
 from annotation.handout import hit_assign_next, worker_for_user
-from annotation.models import Assignment, AssignmentStatus, HITItem
+from annotation.models import Assignment, AssignmentStatus, HITItem, Worker
+from annotation.qualification import QualificationStatus
+from annotation.qualification_selectors import qualification_rounds_for
 from annotation.selectors import hit_page_content, item_image_url
 
+from .instructions import platform_instructions
 from .item_images import item_image_response
 
 
@@ -32,6 +35,7 @@ def work_home(request: HttpRequest) -> HttpResponse:
         "worker": worker,
         "open": Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED).first(),
         "recent": recent,
+        "rounds": qualification_rounds_for(worker=worker),  # batches with a practice round
     }
     return render(request, "frontend/work.html", context)
 
@@ -47,9 +51,24 @@ def work_next(request: HttpRequest) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("frontend:work")
     if assignment is None:
-        messages.info(request, "There is no HIT to do right now. Please come back later.")
+        messages.info(request, _nothing_to_do(worker))
         return redirect("frontend:work")
     return redirect("frontend:hit", assignment_id=assignment.pk)
+
+
+def _nothing_to_do(worker: Worker) -> str:
+    """Say why no HIT came: none is free, or the free ones wait behind a qualification round."""
+    waiting = [
+        r.batch_name
+        for r in qualification_rounds_for(worker=worker)
+        if r.keeps_hits and r.status == QualificationStatus.OPEN
+    ]
+    if waiting:
+        return (
+            f"The free HITs are in batches that need their qualification round first "
+            f"({', '.join(waiting)}): take the qualification round below."
+        )
+    return "There is no HIT to do right now. Please come back later."
 
 
 @login_required
@@ -57,7 +76,9 @@ def hit_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
     """Show one of the worker's own HITs; anybody else's is a 404, not a 403 (no probing)."""
     worker = worker_for_user(user=request.user)
     assignment = get_object_or_404(
-        Assignment.objects.select_related("hit__batch"), pk=assignment_id, worker=worker
+        Assignment.objects.select_related("hit__batch", "instructions"),
+        pk=assignment_id,
+        worker=worker,
     )
     if assignment.status != AssignmentStatus.ACCEPTED:
         messages.info(request, f"HIT {assignment.hit_id} is {assignment.status}.")
@@ -67,7 +88,12 @@ def hit_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
         image_url=partial(item_image_url, assignment.pk),
         assignment=assignment,
     )
-    context = {**page, "assignment": assignment, "hit_label": str(assignment.hit_id)}
+    context = {
+        **page,
+        **platform_instructions(assignment=assignment),
+        "assignment": assignment,
+        "hit_label": str(assignment.hit_id),
+    }
     return render(request, "frontend/hit.html", context)
 
 

@@ -7,6 +7,7 @@ from django.db.models import Q
 
 from annotation.goldens import golden_pool
 from annotation.models import HIT, Batch, Candidate, HITItem
+from annotation.qualification import qualification_pairs_draw
 from mitl.config import BatchConfig
 from mitl.hits import PackingPlan, pack_hits
 
@@ -19,10 +20,12 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
     """Write the current round's HITs and their items once; return the number of HITs.
 
     A fixed batch has one round; an adaptive one packs each round's candidates into new
-    HITs, numbered after the earlier rounds' (golden pairs drawn afresh per round).
+    HITs, numbered after the earlier rounds' (golden pairs drawn afresh per round). A batch
+    with a qualification round draws its pairs once, after its first HITs, off their pages.
     """
     existing = HIT.objects.filter(batch=batch, round=batch.round).count()
     if existing:
+        qualification_pairs_draw(batch=batch)  # a retry after the HITs were written
         tracker.start(existing)
         tracker.finish()
         return existing
@@ -89,5 +92,6 @@ def hits_build(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> i
                 for position, item in enumerate(layout)
             ],
         )
+    qualification_pairs_draw(batch=batch)  # once: later rounds keep the first round's pairs
     tracker.finish()
     return len(layouts)

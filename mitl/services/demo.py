@@ -28,6 +28,7 @@ from .annotators import annotator_create
 from .explain_report import ExplainRequest, explain_report, report_write
 from .pipeline import batch_create, batch_run_until
 from .progress import ProgressListener
+from .qualification_study import qualification_study, study_table
 from .simulate import crowd_simulate_reviewed, synthetic_regenerate
 
 # Four kinds of machine annotator, so the candidates are not one model's blind spots:
@@ -72,6 +73,9 @@ class DemoSummary:
     estimated_recall: dict[str, dict[str, float]] = field(default_factory=dict)
     explain_path: str = ""  # the explanation report of the demo's annotators
     explain_table: str = ""
+    # The same HITs judged without and with a qualification round (qualification_study)
+    qualification: list[dict[str, Any]] = field(default_factory=list)
+    qualification_table: str = ""
     live_batch_id: int | None = None  # left in annotating for people to judge
     accounts: dict[str, str] = field(default_factory=dict)  # username → role
 
@@ -129,6 +133,14 @@ def demo_run(
         release, dataset, list(annotators), listener
     )
     timings["explain"] = time.monotonic() - mark
+    mark = time.monotonic()
+    # The two text annotators are enough to fill the study's HITs, and cost seconds.
+    arms = qualification_study(
+        dataset=dataset, annotators=list(TEXT_ANNOTATORS)[:2], seed=seed, listener=listener
+    )
+    summary.qualification = [arm.to_json() for arm in arms]
+    summary.qualification_table = study_table(arms)
+    timings["qualification study"] = time.monotonic() - mark
     mark = time.monotonic()
     live = batch_create(
         dataset=dataset,

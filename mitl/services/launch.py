@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import QuerySet
 
@@ -27,6 +28,7 @@ from annotation.models import (
     Query,
 )
 from mitl.config import BatchConfig, parse_batch_config
+from mitl.instructions import Example
 from mitl.sampling import CAPTION_STREAM, IMAGE_STREAM, sample_ids
 
 from .autopilot import autopilot_request
@@ -45,6 +47,8 @@ def batch_create_with_queries(
     caption_ids: Sequence[int] | None = None,
     mturk: Mapping[str, Any] | None = None,
     skip_finished: bool = False,
+    instructions_examples: Sequence[Example] | None = None,
+    user: AbstractBaseUser | None = None,
 ) -> Batch:
     """Create a draft batch; with id lists, its queries are those images and captions.
 
@@ -53,7 +57,8 @@ def batch_create_with_queries(
     the config's `queries_from` names a positive set whose queries to use. `skip_finished`
     leaves out the queries of the dataset's released batches (from the lists, or from the
     seeded sample drawn here instead of at retrieval). `mturk` is stored on the batch (e.g.
-    the wizard's reward and cost estimate).
+    the wizard's reward and cost estimate). `instructions_examples` and `user` go to
+    `batch_create` (the instructions' first version and who saved it).
     """
     if image_ids is None and caption_ids is None:
         # The config's own query counts are read only when no list overrides them.
@@ -80,7 +85,13 @@ def batch_create_with_queries(
         raw["n_image_queries"] = len(images)
         raw["n_caption_queries"] = len(captions)
     with transaction.atomic():
-        batch = batch_create(dataset=dataset, name=name, raw_config=raw)
+        batch = batch_create(
+            dataset=dataset,
+            name=name,
+            raw_config=raw,
+            instructions_examples=instructions_examples,
+            user=user,
+        )
         if explicit:
             rows = [Query(batch=batch, direction=Direction.I2T, image=image) for image in images]
             rows += [

@@ -16,14 +16,16 @@ it again resumes where it stopped. An admin may cancel a batch before it is rele
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, F, Model, Q
 
 from annotation.errors import ServiceError
 from annotation.handout import assignments_close_batch
+from annotation.instructions import instructions_examples_propose, instructions_save
 from annotation.models import (
     HIT,
     Assignment,
@@ -42,6 +44,7 @@ from annotation.models import (
     Verdict,
 )
 from mitl.config import BatchConfig, batch_config, parse_batch_config
+from mitl.instructions import Example
 
 from .aggregate import verdicts_aggregate
 from .build import hits_build
@@ -74,8 +77,19 @@ AUTOMATIC_STAGES = frozenset(
 )
 
 
-def batch_create(*, dataset: Dataset, name: str, raw_config: Mapping[str, Any]) -> Batch:
-    """Validate the configuration and create a draft batch with its annotators."""
+def batch_create(
+    *,
+    dataset: Dataset,
+    name: str,
+    raw_config: Mapping[str, Any],
+    instructions_examples: Sequence[Example] | None = None,
+    user: AbstractBaseUser | None = None,
+) -> Batch:
+    """Validate the configuration and create a draft batch with its annotators.
+
+    Its instructions start at version 1 with `instructions_examples` (the admin's), else
+    with the examples proposed from the dataset (`instructions_examples_propose`).
+    """
     config = parse_batch_config(raw_config)
     annotators = list(MachineAnnotator.objects.filter(name__in=config.annotators))
     missing = sorted(set(config.annotators) - {a.name for a in annotators})
@@ -96,6 +110,9 @@ def batch_create(*, dataset: Dataset, name: str, raw_config: Mapping[str, Any]) 
     with transaction.atomic():
         batch = Batch.objects.create(dataset=dataset, name=name, config=config.to_json())
         batch.annotators.set(annotators)
+        if instructions_examples is None:
+            instructions_examples = instructions_examples_propose(dataset=dataset, seed=config.seed)
+        instructions_save(batch=batch, examples=instructions_examples, user=user)
     return batch
 
 

@@ -3,6 +3,9 @@
 The truth is the synthetic generator's (regenerated from the dataset's recorded seed), or
 a reference positive set in the ECCV format (`--oracle DIR`: in the set → YES, else NO).
 Answers go through the same submission service as the web UI, golden check included.
+When the batch has a qualification round, every simulated worker takes it first through
+the same services as the practice page (annotation.qualification), and only those who pass
+work on the batch's HITs; a learning worker answers as trained once it has done a round.
 """
 
 from __future__ import annotations
@@ -24,10 +27,18 @@ from annotation.models import (
     Batch,
     BatchState,
     Dataset,
+    QualificationAttempt,
     Worker,
     items_shown_to,
 )
 from annotation.positive_parsers import parse_eccv_pairs
+from annotation.qualification import (
+    QualificationStatus,
+    qualification_answer_record,
+    qualification_attempt_open,
+    qualification_pair_next,
+    qualification_status,
+)
 from annotation.review import assignment_review
 from annotation.services import worker_simulated_get_or_create
 from annotation.submissions import AnswerInput, SubmissionResult, assignment_submit
@@ -50,6 +61,10 @@ class SimulationSummary:
     assignments: int
     approved: int
     flagged: int
+    # With a qualification round: the simulated workers who passed it, and those who did
+    # not (they get none of the batch's HITs).
+    qualified: int = 0
+    not_qualified: int = 0
 
 
 def synthetic_regenerate(*, dataset: Dataset) -> SyntheticDataset:
@@ -88,8 +103,13 @@ def crowd_simulate(
     error_rate: float | None = None,
     oracle_dir: Path | None = None,
     seed: int = 0,
+    learning_share: float = 0.0,
 ) -> SimulationSummary:
-    """Fill every open assignment slot of the batch's HITs with simulated work."""
+    """Fill every open assignment slot of the batch's HITs with simulated work.
+
+    A `learning_share` of the careful workers misread the scale until they practise
+    (`mitl.simulation.WorkerProfile.learning_gain`).
+    """
     truth = truth_source(batch=batch, oracle_dir=oracle_dir)
     if n_workers < config.assignments_per_hit:
         raise ServiceError(
@@ -98,15 +118,30 @@ def crowd_simulate(
         )
     accuracy = (0.85, 0.98) if error_rate is None else (1 - error_rate, 1 - error_rate)
     profiles = crowd_profiles(
-        n_workers, careless_share=careless_share, accuracy_range=accuracy, seed=seed
+        n_workers,
+        careless_share=careless_share,
+        accuracy_range=accuracy,
+        seed=seed,
+        learning_share=learning_share,
     )
     workers = [
         worker_simulated_get_or_create(
-            name=p.name, profile={"accuracy": p.accuracy, "careless": p.careless}
+            name=p.name,
+            profile={"accuracy": p.accuracy, "careless": p.careless, "learning": p.learning_gain},
         )
         for p in profiles
     ]
     rng = np.random.default_rng([seed, batch.pk])
+    allowed = {
+        worker.pk
+        for worker, profile in zip(workers, profiles, strict=True)
+        if _qualify(batch, worker, profile, rng)
+    }
+    trained = set(
+        QualificationAttempt.objects.filter(
+            batch=batch, worker_id__in=allowed, finished_at__isnull=False
+        ).values_list("worker_id", flat=True)
+    )
     hits = list(
         HIT.objects.filter(batch=batch)
         .annotate(active=Count("assignments", filter=Q(assignments__status__in=ACTIVE_STATUSES)))
@@ -119,19 +154,57 @@ def crowd_simulate(
         free = [
             i
             for i, worker in enumerate(workers)
-            if worker.pk not in taken and not worker.is_blocked
+            if worker.pk not in taken and worker.pk in allowed and not worker.is_blocked
         ]
         open_slots = min(hit.max_assignments - hit.active, len(free))
         try:
             for index in rng.choice(free, size=max(open_slots, 0), replace=False):
-                result = _work_on(hit, workers[index], profiles[index], truth, rng, config)
+                worker = workers[index]
+                result = _work_on(
+                    hit, worker, profiles[index], truth, rng, config, worker.pk in trained
+                )
                 approved += result.assignment.status == "approved"
                 flagged += result.assignment.flagged
         except BudgetSpent:
             break  # the batch cannot pay for more work: the rest of its HITs stay open
         tracker.advance()
     tracker.finish()
-    return SimulationSummary(assignments=approved + flagged, approved=approved, flagged=flagged)
+    return SimulationSummary(
+        assignments=approved + flagged,
+        approved=approved,
+        flagged=flagged,
+        qualified=len(allowed) if config.qualification_required else 0,
+        not_qualified=len(workers) - len(allowed),
+    )
+
+
+def _qualify(
+    batch: Batch, worker: Worker, profile: WorkerProfile, rng: np.random.Generator
+) -> bool:
+    """Let a simulated worker take the batch's qualification round until it passes or has no
+    tries left; return whether it may work on the batch's HITs.
+
+    Its first try is answered untrained; the feedback of that try trains a learning worker
+    for the tries and the HITs that follow.
+    """
+    while True:
+        status = qualification_status(worker=worker, batch=batch)
+        if status in (QualificationStatus.NOT_REQUIRED, QualificationStatus.QUALIFIED):
+            return True
+        if status == QualificationStatus.FAILED or worker.is_blocked:
+            return False
+        attempt = qualification_attempt_open(batch=batch, worker=worker)
+        trained = attempt.number > 1
+        while (pair := qualification_pair_next(attempt=attempt)) is not None:
+            given = answer(
+                oracle_truth(pair.positive), profile, rng, followups=False, trained=trained
+            )
+            qualification_answer_record(
+                attempt=attempt,
+                pair_id=pair.pk,
+                level=given.level.value,
+                elapsed_ms=given.elapsed_ms,
+            )
 
 
 def crowd_simulate_reviewed(
@@ -143,6 +216,7 @@ def crowd_simulate_reviewed(
     oracle_dir: Path | None = None,
     seed: int = 0,
     listener: ProgressListener | None = None,
+    learning_share: float = 0.0,
 ) -> int:
     """Simulate the crowd, reject the work that failed the golden check, and repeat.
 
@@ -159,6 +233,7 @@ def crowd_simulate_reviewed(
             n_workers=n_workers,
             oracle_dir=oracle_dir,
             seed=seed + round_index,
+            learning_share=learning_share,
         )
         flagged = list(
             Assignment.objects.filter(
@@ -180,6 +255,7 @@ def _work_on(
     truth: TruthFn,
     rng: np.random.Generator,
     config: BatchConfig,
+    trained: bool,
 ) -> SubmissionResult:
     assignment = assignment_create(hit=hit, worker=worker)
     items = (
@@ -189,7 +265,9 @@ def _work_on(
     )
     answers = []
     for item_id, image, caption in items:
-        given = answer(truth(image, caption), profile, rng, followups=config.followups)
+        given = answer(
+            truth(image, caption), profile, rng, followups=config.followups, trained=trained
+        )
         answers.append(
             AnswerInput(
                 item_id=item_id,

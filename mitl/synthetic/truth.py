@@ -116,6 +116,12 @@ def _best_group(phrase: Phrase, scene: Scene) -> tuple[str, int | None, str | No
     return "none", None, None
 
 
+def phrase_findings(scene: Scene, caption: CaptionSpec) -> list[tuple[str, int | None, str | None]]:
+    """Return, per phrase, what `judge` found: ("match" | "near" | "none", the group's index,
+    the near match's wrong attribute); the instructions' examples explain their answer so."""
+    return [_best_group(phrase, scene) for phrase in caption.phrases]
+
+
 def _in_order(names: set[str], vocabulary: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(name for name in vocabulary if name in names)
 

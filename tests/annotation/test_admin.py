@@ -11,12 +11,18 @@ from django.urls import reverse
 from django.utils.timezone import now
 
 from annotation.models import (
+    Caption,
     Embedding,
     Evaluation,
     ImportJob,
+    Instructions,
+    QualificationAnswer,
+    QualificationAttempt,
+    QualificationPair,
     Release,
     RelevanceCalibration,
     TaskLease,
+    Worker,
 )
 
 pytestmark = pytest.mark.django_db
@@ -52,6 +58,23 @@ def every_table_filled(released_batch, annotators):
         dim=2,
         vector=np.ones(2, dtype="<f4").tobytes(),
     )
+    # The batch may have its first version already (made with the batch).
+    Instructions.objects.get_or_create(
+        batch=released_batch, version=1, defaults={"content": {"levels": []}}
+    )
+    caption = Caption.objects.filter(dataset=released_batch.dataset).first()
+    pair = QualificationPair.objects.create(
+        batch=released_batch,
+        position=0,
+        image_id=caption.image_id,
+        caption=caption,
+        positive=True,
+        source="golden",
+    )
+    attempt = QualificationAttempt.objects.create(
+        batch=released_batch, worker=Worker.objects.first(), number=1, answered=1, correct=1
+    )
+    QualificationAnswer.objects.create(attempt=attempt, pair=pair, level="yes", correct=True)
 
 
 @pytest.fixture

@@ -61,8 +61,21 @@ def open_next_hit_with_keyboard(page) -> Assignment:
     page.locator("#start-next:focus, #next-hit:focus").wait_for()
     with page.expect_navigation(url=re.compile(r"/work/assignments/\d+/$")):
         page.keyboard.press("Enter")  # "Start next HIT" has the focus
+    close_instructions_if_open(page)
     page.locator(".pair:focus").wait_for()
     return Assignment.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))
+
+
+def close_instructions_if_open(page) -> bool:
+    """Close the instructions with Escape when they opened by themselves (a worker's first
+    HIT with them); say whether they had. The focus goes back to the pair."""
+    dialog = page.locator("#instructions[data-state]")
+    dialog.wait_for(state="attached")  # instructions.js has run
+    if dialog.get_attribute("data-state") != "open":
+        return False
+    page.keyboard.press("Escape")
+    page.locator("#instructions[data-state=closed]").wait_for(state="attached")
+    return True
 
 
 def items_as_shown(assignment: Assignment) -> list[HITItem]:

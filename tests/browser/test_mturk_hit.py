@@ -95,6 +95,13 @@ def frame_refused(page, seconds: float = 10.0) -> bool:
     return False
 
 
+def close_instructions(frame) -> None:
+    """Close the instructions that open by themselves (a preview, a worker's first HIT)."""
+    frame.locator("#instructions[data-state=open]").wait_for(state="attached")
+    frame.locator("#instructions [data-close]").first.click()
+    frame.locator("#instructions[data-state=closed]").wait_for(state="attached")
+
+
 def frame_src(live_server, hit: HIT, **params: str) -> str:
     query = urlencode({"hitId": hit.external_id, **params})
     return f"{live_server.url}{hit_page_path(hit)}?{query}"
@@ -114,6 +121,7 @@ def test_the_preview_is_framed_by_mturk_only_and_cannot_be_answered(
     page.goto(fake_mturk.origin + "/", wait_until="load")
     frame = page.frame_locator("#mturk")
     frame.locator("#mturk-preview").wait_for()
+    close_instructions(frame)
     frame.locator(".caption").first.click()  # focus inside the frame
     page.keyboard.press("1")
     radios = frame.locator(".pair:not([hidden]) input[type=radio]")
@@ -143,6 +151,7 @@ def test_an_accepted_hit_is_stored_then_handed_to_turk_submit_to(
     page = new_page()
     page.goto(fake_mturk.origin + "/")
     frame = page.frame_locator("#mturk")
+    close_instructions(frame)  # the worker's first HIT here
     frame.locator(".pair:not([hidden]) .caption").click()  # focus inside the frame
     items = list(HITItem.objects.filter(hit=published).order_by("position"))
     for index, item in enumerate(items):

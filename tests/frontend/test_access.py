@@ -29,6 +29,7 @@ from django.urls import get_resolver, reverse
 from PIL import Image as PILImage
 
 from annotation.handout import hit_assign_next, worker_for_user
+from annotation.instructions import instructions_current
 from annotation.models import (
     HIT,
     Assignment,
@@ -38,9 +39,16 @@ from annotation.models import (
     HITItem,
     Image,
     ImportJob,
+    QualificationPair,
     Release,
 )
-from annotation.mturk.links import hit_signature, image_signature
+from annotation.mturk.links import (
+    hit_signature,
+    image_signature,
+    instructions_image_signature,
+    qualification_image_signature,
+)
+from annotation.qualification import qualification_attempt_open, qualification_pairs_draw
 from annotation.submissions import AnswerInput, assignment_submit
 from mitl.release_files import I2T_FILE, T2I_FILE, bundle_path
 from tests.explain_data import evaluation_explanation
@@ -99,11 +107,37 @@ def flagged_assignment(own_assignment) -> Assignment:
 
 
 @pytest.fixture
+def practice_batch(annotating_batch, annotator_user) -> Batch:
+    """The annotating batch with a qualification round that the annotator has started."""
+    config = {**annotating_batch.config, "qualification_pairs": 4}
+    Batch.objects.filter(pk=annotating_batch.pk).update(config=config)
+    annotating_batch.refresh_from_db()
+    assert qualification_pairs_draw(batch=annotating_batch) == 4
+    worker = worker_for_user(user=annotator_user)
+    qualification_attempt_open(batch=annotating_batch, worker=worker)
+    return annotating_batch
+
+
+def _practice_pair(request: Fixtures) -> int:
+    batch = request.getfixturevalue("practice_batch")
+    return batch.qualification_pairs.order_by("position")[0].pk
+
+
+@pytest.fixture
 def published_hit(annotating_batch) -> HIT:
     """A HIT of the annotating batch as if published on MTurk (no MTurk call needed)."""
     hit = annotating_batch.hits.order_by("index").first()
     HIT.objects.filter(pk=hit.pk).update(external_id=f"3HIT{hit.pk:026d}")
     return hit
+
+
+@pytest.fixture
+def qualification_pair(batch) -> QualificationPair:
+    """A pair of the batch's qualification round (MTurk's test shows its image)."""
+    caption = batch.dataset.captions.select_related("image").order_by("pk").first()
+    return QualificationPair.objects.create(
+        batch=batch, position=0, image=caption.image, caption=caption, positive=True, source="admin"
+    )
 
 
 @pytest.fixture
@@ -152,6 +186,11 @@ def _explained_image(request: Fixtures) -> int:
     return image.ext_id
 
 
+def _instructions(request: Fixtures) -> int:
+    """The version of the annotating batch's instructions (the MTurk page links its images)."""
+    return instructions_current(batch=request.getfixturevalue("published_hit").batch).pk
+
+
 def _published_item(request: Fixtures) -> int:
     return request.getfixturevalue("published_hit").items.order_by("position")[0].pk
 
@@ -164,6 +203,8 @@ PLACEHOLDERS: dict[str, Callable[[Fixtures], Any]] = {
     "item": _first_item,
     "review": _pk("flagged_assignment"),
     "worker": lambda request: worker_for_user(user=request.getfixturevalue("annotator_user")).pk,
+    "practice_batch": _pk("practice_batch"),
+    "practice_pair": _practice_pair,
     "release": _pk("release"),
     "evaluation": _evaluation,
     "explained_image": _explained_image,
@@ -171,6 +212,15 @@ PLACEHOLDERS: dict[str, Callable[[Fixtures], Any]] = {
     "hit_signature": lambda request: hit_signature(request.getfixturevalue("published_hit").pk),
     "mturk_item": _published_item,
     "image_signature": lambda request: image_signature(_published_item(request)),
+    "example": lambda request: 0,  # the first worked example of the instructions
+    "instructions": _instructions,
+    "instructions_signature": lambda request: instructions_image_signature(
+        _instructions(request), 0
+    ),
+    "qualification_pair": _pk("qualification_pair"),
+    "qualification_image_signature": lambda request: qualification_image_signature(
+        request.getfixturevalue("qualification_pair").pk
+    ),
 }
 
 
@@ -216,15 +266,31 @@ PAGES = [
     Page("frontend:mturk-batch", STAFF_ONLY, ("batch",)),
     Page("frontend:batch-new", STAFF_ONLY),
     Page("frontend:batch-plan-preview", (LOGIN, 403, 400)),  # no config given: 400 says why
+    Page("frontend:batch-instructions-proposal", (LOGIN, 403, 400)),  # no dataset: 400
     # MTurk's pages: public by design, the path is signed (or the ids must match).
     Page("frontend:mturk-hit", PUBLIC, ("hit", "hit_signature")),
     Page("frontend:mturk-image", PUBLIC, ("mturk_item", "image_signature")),
+    Page(
+        "frontend:mturk-instructions-image",
+        PUBLIC,
+        ("instructions", "example", "instructions_signature"),
+    ),
+    Page(
+        "frontend:mturk-qualification-image",
+        PUBLIC,
+        ("qualification_pair", "qualification_image_signature"),
+    ),
     Page("frontend:mturk-submit", (404, 404, 404), method="POST"),  # names no assignment
     # Crowd work: every account, its own assignments only (staff hold none here: 404).
     Page("frontend:work", LOGGED_IN),
     Page("frontend:work-next", (LOGIN, Redirect("/work/"), Redirect("/work/")), method="POST"),
     Page("frontend:hit", (LOGIN, 200, 404), ("assignment",)),
     Page("frontend:item-image", LOGGED_IN, ("assignment", "item")),
+    Page("frontend:instructions-image", LOGGED_IN, ("assignment", "example")),
+    # A batch's qualification round: any account may take it (staff too, as workers); its
+    # images only while taking it (the annotator here) or as staff.
+    Page("frontend:qualification", LOGGED_IN, ("practice_batch",)),
+    Page("frontend:qualification-image", LOGGED_IN, ("practice_batch", "practice_pair")),
     # Review and quality control: staff only.
     Page("frontend:review", STAFF_ONLY),
     Page("frontend:review-detail", STAFF_ONLY, ("review",)),

@@ -9,6 +9,7 @@ from annotation.mturk.errors import MTurkError
 from annotation.mturk.hit_settings import batch_hit_settings, mturk_batch_cost, mturk_settings_save
 from annotation.mturk.publish import mturk_publish
 from annotation.mturk.sandbox import mturk_sandbox_reset
+from annotation.wages import wage_warnings
 
 CONFIRMATION = "publish"
 
@@ -40,7 +41,8 @@ class Command(BaseCommand):
             help='HIT type settings as JSON, stored before publishing, e.g. \'{"reward": '
             '"0.60", "locales": ["US", "GB"]}\' (keys: title, description, keywords, reward, '
             "assignment_minutes, lifetime_hours, auto_approval_hours, min_approval_rate, "
-            "min_approved_hits, locales)",
+            "min_approved_hits, locales, min_hourly_wage, qualification_mode, "
+            "qualification_retry_minutes)",
         )
         parser.add_argument(
             "--base-url", help="public base URL of the platform (default MTURK_EXTERNAL_BASE_URL)"
@@ -86,6 +88,9 @@ class Command(BaseCommand):
             f"${cost.reward_per_assignment} = ${cost.rewards} + MTurk commission "
             f"${cost.commission} ({cost.commission_rate * 100:.0f}%) = ${cost.total}"
         )
+        pay_warnings = wage_warnings(batch=batch)  # before any confirmation (docs/workers.md)
+        for warning in pay_warnings:
+            self.stderr.write(f"warning: {warning}")
         if options["estimate_only"]:
             return
         if options["production"] and options["interactive"]:
@@ -110,10 +115,13 @@ class Command(BaseCommand):
         except MTurkError as exc:
             raise CommandError(str(exc)) from None
         for warning in result.warnings:
-            self.stderr.write(f"warning: {warning}")
+            if warning not in pay_warnings:
+                self.stderr.write(f"warning: {warning}")
         self.stdout.write(
             f"published on {where}: {result.created} HITs now, {result.already} before, "
             f"{result.recovered} found again; HIT type {result.hit_type_id}"
         )
+        if result.qualification_type_id:  # the batch's qualification round (docs/mturk.md)
+            self.stdout.write(f"qualification type {result.qualification_type_id}")
         if result.preview_url:
             self.stdout.write(f"workers see them at {result.preview_url}")

@@ -230,6 +230,8 @@ document.addEventListener(
   "keydown",
   (event) => {
     if (submitted || event.altKey || event.ctrlKey || event.metaKey) return;
+    // A dialog (the instructions) has the keys while it is open: the pair behind is inert.
+    if (document.querySelector("dialog[open]")) return;
     const pair = pairs[current];
     if (typingInText(event.target)) {
       if (event.key === "Enter") {

@@ -29,6 +29,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--error-rate", type=float, help="fixed error rate of careful workers")
         parser.add_argument(
+            "--learning-share",
+            type=float,
+            default=0.0,
+            help="share of the careful workers who misread the scale until they practise "
+            "(a batch's qualification round trains them)",
+        )
+        parser.add_argument(
             "--oracle", type=Path, help="folder with ECCV-format reference positives"
         )
         parser.add_argument("--seed", type=int, default=0)
@@ -44,6 +51,8 @@ class Command(BaseCommand):
             )
         if not 0 <= options["careless_share"] <= 1:
             raise CommandError("--careless-share must be between 0 and 1")
+        if not 0 <= options["learning_share"] <= 1:
+            raise CommandError("--learning-share must be between 0 and 1")
         if options["error_rate"] is not None and not 0 <= options["error_rate"] <= 1:
             raise CommandError("--error-rate must be between 0 and 1")
         bars = StageBars(enabled=not options["no_progress"])
@@ -57,6 +66,7 @@ class Command(BaseCommand):
                 error_rate=options["error_rate"],
                 oracle_dir=options["oracle"],
                 seed=options["seed"],
+                learning_share=options["learning_share"],
             )
         except (ServiceError, ImportFileError) as exc:
             raise CommandError(str(exc)) from exc
@@ -66,3 +76,8 @@ class Command(BaseCommand):
             f"batch {batch.pk}: {summary.assignments} assignments submitted, "
             f"{summary.approved} approved, {summary.flagged} flagged for review"
         )
+        if summary.qualified or summary.not_qualified:
+            self.stdout.write(
+                f"qualification round: {summary.qualified} simulated workers passed, "
+                f"{summary.not_qualified} did not (they got no HIT)"
+            )

@@ -91,6 +91,11 @@ class Command(BaseCommand):
         out.write("Why the annotators fail (docs/explain.md): CA, NCS ↑; CE, SD ↓")
         out.write(summary.explain_table)
         out.write(f"Explanation report: {summary.explain_path}")
+        out.write(
+            "The same HITs without and with a qualification round (a crowd with careless "
+            "and learning workers; docs/workers.md):"
+        )
+        out.write(summary.qualification_table)
         out.write(f"Release written to {summary.release_path}")
         out.write(f"Total wall time {time.monotonic() - started:.1f} s")
         out.write("")

@@ -108,3 +108,31 @@ def test_the_sandbox_leaves_out_the_worker_history_requirements():
     assert [req["QualificationTypeId"] for req in requirements] == [QUAL_LOCALE]
     no_locale = HitTypeSettings(locales=())
     assert qualification_requirements(no_locale, sandbox=True) == []
+
+
+def test_the_qualification_settings_are_checked_and_kept():
+    settings = parse_hit_type_settings(
+        {"qualification_mode": " Granted ", "qualification_retry_minutes": "90"}
+    )
+    assert (settings.qualification_mode, settings.qualification_retry_minutes) == ("granted", 90)
+    assert parse_hit_type_settings(settings.to_json()) == settings  # as stored in batch.mturk
+    assert HitTypeSettings().qualification_mode == "test"
+    with pytest.raises(MTurkInputError, match="`qualification_mode` must be one of test, granted"):
+        parse_hit_type_settings({"qualification_mode": "quiz"})
+    with pytest.raises(MTurkInputError, match="between 60 and 43200 \\(got 30\\)"):
+        parse_hit_type_settings({"qualification_retry_minutes": 30})
+
+
+def test_the_batchs_qualification_comes_last_and_stays_in_the_sandbox():
+    own = {
+        "QualificationTypeId": "3QUAL1",
+        "Comparator": "GreaterThanOrEqualTo",
+        "IntegerValues": [80],
+        "ActionsGuarded": "Accept",
+    }
+    sandbox = qualification_requirements(HitTypeSettings(), sandbox=True, qualification=own)
+    assert [req["QualificationTypeId"] for req in sandbox] == [QUAL_LOCALE, "3QUAL1"]
+    request = hit_type_request(HitTypeSettings(), sandbox=False, qualification=own)
+    assert request["QualificationRequirements"][-1] == own
+    assert len(request["QualificationRequirements"]) == 4
+    assert_valid_request("CreateHITType", request)

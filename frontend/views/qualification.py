@@ -1,0 +1,167 @@
+"""The practice page of a batch's qualification round, and its pairs' images.
+
+One page walks a worker through the round: the round's rules and a start button, then one
+pair at a time, the feedback after each answer, and the result. Answers are posted and
+then redirected (`?answered=<pair>`), so a reload shows the feedback again and never
+answers twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+
+from annotation.errors import ServiceError
+from annotation.handout import worker_for_user
+from annotation.models import (
+    Batch,
+    BatchState,
+    QualificationAnswer,
+    QualificationAttempt,
+    QualificationPair,
+    Worker,
+)
+from annotation.qualification import (
+    QualificationStatus,
+    qualification_answer_feedback,
+    qualification_answer_record,
+    qualification_attempt_open,
+    qualification_pair_next,
+    qualification_progress,
+)
+from annotation.qualification_selectors import percent
+from mitl.config import batch_config
+from mitl.judgements import LEVEL_LABELS, Level
+from mitl.qualification import EXPECTED_ANSWER
+
+from .item_images import neutral_image_response
+
+
+@login_required
+def qualification_page(request: HttpRequest, batch_id: int) -> HttpResponse:
+    """Show the worker's place in the batch's round; POST starts a try or answers a pair."""
+    worker = worker_for_user(user=request.user)
+    batch = get_object_or_404(Batch, pk=batch_id)
+    here = reverse("frontend:qualification", args=[batch.pk])
+    if request.method == "POST":
+        return _post(request, worker, batch, here)
+    progress = qualification_progress(worker=worker, batch=batch)
+    if progress.status == QualificationStatus.NOT_REQUIRED:
+        messages.info(request, f"Batch {batch.name} needs no qualification round.")
+        return redirect("frontend:work")
+    config = batch_config(batch)
+    context: dict[str, Any] = {
+        "batch": batch,
+        "progress": progress,
+        "pass_percent": percent(config.qualification_pass),
+        "pairs_total": QualificationPair.objects.filter(batch=batch).count(),
+        "levels": [(level.value, LEVEL_LABELS[level], i + 1) for i, level in enumerate(Level)],
+    }
+    latest = _latest_attempt(worker, batch)
+    answered = request.GET.get("answered", "")
+    if latest is not None and answered.isdigit():
+        feedback = qualification_answer_feedback(attempt=latest, pair_id=int(answered))
+        if feedback is not None:
+            pair = QualificationPair.objects.select_related("image", "caption").get(
+                pk=int(answered)
+            )
+            given = QualificationAnswer.objects.get(attempt=latest, pair=pair).level
+            context |= {
+                "mode": "feedback",
+                "attempt": latest,
+                "pair": _shown(batch, pair),
+                "feedback": feedback,
+                "given": LEVEL_LABELS[Level(given)],
+                "expected": EXPECTED_ANSWER[feedback.expected_positive],
+            }
+            return render(request, "frontend/qualification.html", context)
+    if progress.in_progress is not None:
+        pair = qualification_pair_next(attempt=progress.in_progress)
+        if pair is not None:
+            context |= {
+                "mode": "pair",
+                "attempt": progress.in_progress,
+                "pair": _shown(batch, pair),
+                "number": progress.in_progress.answered + 1,
+            }
+            return render(request, "frontend/qualification.html", context)
+    context |= {
+        "mode": "intro" if latest is None else "result",
+        "attempt": latest,
+        "closed": batch.state != BatchState.ANNOTATING,
+    }
+    return render(request, "frontend/qualification.html", context)
+
+
+def _post(request: HttpRequest, worker: Worker, batch: Batch, here: str) -> HttpResponse:
+    """Start (or resume) a try, or record an answer and show its feedback."""
+    if request.POST.get("action") == "start":
+        try:
+            qualification_attempt_open(batch=batch, worker=worker)
+        except ServiceError as exc:
+            messages.error(request, str(exc))
+        return redirect(here)
+    latest = _latest_attempt(worker, batch)
+    pair_id = request.POST.get("pair", "")
+    if latest is None or not pair_id.isdigit():
+        messages.error(request, "Start the qualification round first.")
+        return redirect(here)
+    elapsed = request.POST.get("elapsed_ms", "0")
+    try:
+        qualification_answer_record(
+            attempt=latest,
+            pair_id=int(pair_id),
+            level=request.POST.get("level", ""),
+            elapsed_ms=int(elapsed) if elapsed.isdigit() else 0,
+        )
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+        return redirect(here)
+    return redirect(f"{here}?answered={int(pair_id)}")
+
+
+def _latest_attempt(worker: Worker, batch: Batch) -> QualificationAttempt | None:
+    return (
+        QualificationAttempt.objects.filter(batch=batch, worker=worker).order_by("-number").first()
+    )
+
+
+def _shown(batch: Batch, pair: QualificationPair) -> dict[str, Any]:
+    """What the page shows of a pair: never its source, answer or the dataset's ids."""
+    image_url = (
+        reverse("frontend:qualification-image", args=[batch.pk, pair.pk])
+        if pair.image.file
+        else None
+    )
+    return {"id": pair.pk, "image_url": image_url, "caption": pair.caption.text}
+
+
+@login_required
+def qualification_image(request: HttpRequest, batch_id: int, pair_id: int) -> FileResponse:
+    """Serve a round's pair image to a worker taking the round (or who answered the pair),
+    or to staff; anybody else gets a 404 before the pair is looked up."""
+    attempts = QualificationAttempt.objects.none()
+    if not request.user.is_staff:
+        attempts = QualificationAttempt.objects.filter(
+            batch_id=batch_id, worker=worker_for_user(user=request.user)
+        )
+        if not attempts.exists():
+            raise Http404("no such image")
+    pair = get_object_or_404(
+        QualificationPair.objects.select_related("image"), pk=pair_id, batch_id=batch_id
+    )
+    if not request.user.is_staff:
+        taking = attempts.filter(finished_at__isnull=True).exists()
+        if (
+            not taking
+            and not QualificationAnswer.objects.filter(attempt__in=attempts, pair=pair).exists()
+        ):
+            raise Http404("no such image")
+    if not pair.image.file:
+        raise Http404("this dataset has no image files")
+    return neutral_image_response(pair.image, f"practice-{pair.pk}")

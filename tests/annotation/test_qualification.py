@@ -1,0 +1,442 @@
+"""A batch's qualification round: its pairs (drawn or chosen), a worker's tries and answers
+with feedback, the exact pass mark, and the hand-out that waits for a pass.
+
+The `tiny` dataset (twelve images, caption 100 + i belongs to image i) carries batches
+built by hand; the draw runs on the small synthetic batch built by the real pipeline.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+from django.db import connection
+
+from annotation.errors import ServiceError
+from annotation.handout import assignment_create, hit_assign_next
+from annotation.models import (
+    HIT,
+    BatchState,
+    Caption,
+    HITItem,
+    QualificationAnswer,
+    QualificationAttempt,
+    QualificationPair,
+    Query,
+    Ranking,
+    Worker,
+)
+from annotation.qualification import (
+    AnswerFeedback,
+    QualificationPairError,
+    QualificationPairInput,
+    QualificationStatus,
+    qualification_answer_feedback,
+    qualification_answer_record,
+    qualification_attempt_open,
+    qualification_pair_next,
+    qualification_pairs_draw,
+    qualification_pairs_parse,
+    qualification_pairs_set,
+    qualification_progress,
+    qualification_status,
+)
+from annotation.review import worker_block
+from mitl.config import batch_config
+from mitl.qualification import NEGATIVE_NOTE, POSITIVE_NOTE
+from mitl.services.build import hits_build
+from mitl.services.progress import StageTracker
+
+from .crowd_factories import T0, all_at_once, batch_make, hit_make, worker_make
+
+pytestmark = pytest.mark.django_db
+
+# Five pairs off every HIT page of `hit_make` (a HIT at index 0 shows image i with caption
+# 100 + 2i + 1, i < 3): three images with their own captions (YES), two with another's (NO).
+FIVE = [
+    QualificationPairInput(5, 105, True, "Its own caption."),
+    QualificationPairInput(6, 111, False, "A caption of image 11."),
+    QualificationPairInput(7, 107, True),
+    QualificationPairInput(8, 104, False),
+    QualificationPairInput(9, 109, True),
+]
+RIGHT = {True: "yes", False: "no"}
+WRONG = {True: "no", False: "weak_yes"}
+
+
+@pytest.fixture
+def gated(tiny):
+    """An annotating batch with a round of five pairs (pass 0.8, two tries) and one HIT."""
+    batch = batch_make(tiny, qualification_pairs=5, qualification_pass=0.8)
+    hit_make(batch, 0)
+    qualification_pairs_set(batch=batch, pairs=FIVE)
+    return batch
+
+
+def answer_all(attempt, wrong: int = 0, level_of=None) -> list[AnswerFeedback]:
+    """Answer every pair of the try in order, the first `wrong` of them wrongly."""
+    given = []
+    while (pair := qualification_pair_next(attempt=attempt)) is not None:
+        levels = WRONG if len(given) < wrong else RIGHT
+        given.append(
+            qualification_answer_record(
+                attempt=attempt, pair_id=pair.pk, level=levels[pair.positive], elapsed_ms=1500
+            )
+        )
+    return given
+
+
+def take_round(batch, worker, wrong: int = 0) -> QualificationAttempt:
+    attempt = qualification_attempt_open(batch=batch, worker=worker)
+    answer_all(attempt, wrong=wrong)
+    attempt.refresh_from_db()
+    return attempt
+
+
+# --- drawn pairs ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_config(small_config):
+    return {**small_config, "qualification_pairs": 7, "qualification_attempts": 3}
+
+
+def test_building_the_hits_draws_the_round_as_golden_pairs_are_drawn(annotating_batch):
+    batch = annotating_batch
+    pairs = list(
+        QualificationPair.objects.filter(batch=batch).select_related("caption").order_by("position")
+    )
+
+    assert [p.position for p in pairs] == list(range(7))
+    assert sum(p.positive for p in pairs) == 4  # 7 = 4 matches + 3 mismatches
+    assert {p.source for p in pairs} == {"golden"}
+    for pair in pairs:
+        # A match is an original pair (the caption's own image); a mismatch is not.
+        assert (pair.caption.image_id == pair.image_id) is pair.positive
+        assert not pair.caption.is_invalid
+        assert pair.note == (POSITIVE_NOTE if pair.positive else NEGATIVE_NOTE)
+    on_pages = set(HITItem.objects.filter(hit__batch=batch).values_list("image_id", "caption_id"))
+    assert not on_pages & {(p.image_id, p.caption_id) for p in pairs}
+    assert len({(p.image_id, p.caption_id) for p in pairs}) == 7
+
+
+def test_a_drawn_mismatch_is_outside_every_annotators_top_ranks_for_its_query(annotating_batch):
+    depth = batch_config(annotating_batch).golden_negative_depth
+    top = {}
+    for query_id, targets in Ranking.objects.filter(query__batch=annotating_batch).values_list(
+        "query_id", "targets"
+    ):
+        top.setdefault(query_id, set()).update(targets[:depth])
+    queries = list(Query.objects.filter(batch=annotating_batch))
+    for pair in QualificationPair.objects.filter(batch=annotating_batch, positive=False):
+        # The pair is one query's item with a target that no annotator ranks high for it.
+        fits = [
+            q
+            for q in queries
+            if (q.image_id == pair.image_id and pair.caption_id not in top.get(q.pk, ()))
+            or (q.caption_id == pair.caption_id and pair.image_id not in top.get(q.pk, ()))
+        ]
+        assert fits, f"{pair} is no query's low-ranked target"
+
+
+def test_drawing_again_draws_nothing_and_keeps_the_pairs(annotating_batch):
+    before = list(QualificationPair.objects.filter(batch=annotating_batch).values())
+
+    assert qualification_pairs_draw(batch=annotating_batch) == 0
+    # A later adaptive round builds more HITs; the round keeps the first draw.
+    annotating_batch.round = 1
+    hits_build(
+        batch=annotating_batch,
+        config=batch_config(annotating_batch),
+        tracker=StageTracker(batch=annotating_batch, stage=BatchState.BUILDING),
+    )
+
+    assert list(QualificationPair.objects.filter(batch=annotating_batch).values()) == before
+
+
+def test_the_same_seed_draws_the_same_round(annotating_batch):
+    first = list(
+        QualificationPair.objects.filter(batch=annotating_batch)
+        .order_by("position")
+        .values_list("image_id", "caption_id", "positive")
+    )
+    QualificationPair.objects.filter(batch=annotating_batch).delete()
+
+    assert qualification_pairs_draw(batch=annotating_batch) == 7
+    again = QualificationPair.objects.filter(batch=annotating_batch).order_by("position")
+    assert list(again.values_list("image_id", "caption_id", "positive")) == first
+
+
+def test_a_batch_without_a_round_or_without_hits_draws_none(tiny):
+    plain = batch_make(tiny)
+    hit_make(plain, 0)
+    assert qualification_pairs_draw(batch=plain) == 0
+
+    early = batch_make(tiny, qualification_pairs=4, state=BatchState.BUILDING)
+    with pytest.raises(ServiceError, match="no HITs yet"):
+        qualification_pairs_draw(batch=early)
+    assert not QualificationPair.objects.exists()
+
+
+# --- pairs an admin chose ------------------------------------------------------------------
+
+
+def test_admin_pairs_replace_the_round_in_their_order(gated):
+    pairs = QualificationPair.objects.filter(batch=gated).order_by("position")
+    assert [(p.image.ext_id, p.caption.ext_id, p.positive) for p in pairs] == [
+        (5, 105, True),
+        (6, 111, False),
+        (7, 107, True),
+        (8, 104, False),
+        (9, 109, True),
+    ]
+    assert {p.source for p in pairs} == {"admin"}
+    assert pairs[0].note == "Its own caption."
+
+    assert qualification_pairs_set(batch=gated, pairs=FIVE[:2]) == 2
+    assert QualificationPair.objects.filter(batch=gated).count() == 2
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        (QualificationPairInput(99, 105, True), "pair 2: the batch's dataset has no image 99"),
+        (QualificationPairInput(5, 199, True), "pair 2: the batch's dataset has no caption 199"),
+        (QualificationPairInput(0, 101, False), "pair 2: image 0 with caption 101 is on a HIT"),
+        (QualificationPairInput(5, 105, False), "pair 2: image 5 with caption 105 is pair 1"),
+    ],
+)
+def test_admin_pairs_are_checked_against_the_dataset_and_the_hit_pages(gated, pair, message):
+    with pytest.raises(QualificationPairError, match=message) as refused:
+        qualification_pairs_set(batch=gated, pairs=[FIVE[0], pair])
+    assert refused.value.index == 1
+    assert QualificationPair.objects.filter(batch=gated).count() == 5  # nothing changed
+
+
+def test_an_invalid_caption_cannot_be_a_pair(gated):
+    Caption.objects.filter(ext_id=110).update(is_invalid=True, invalid_reason="meaningless")
+    with pytest.raises(ServiceError, match="caption 110 is marked invalid"):
+        qualification_pairs_set(batch=gated, pairs=[QualificationPairInput(10, 110, True)])
+
+
+def test_admin_pairs_need_a_round_built_hits_and_no_try_started(tiny, gated):
+    plain = batch_make(tiny)
+    with pytest.raises(ServiceError, match="has no qualification round"):
+        qualification_pairs_set(batch=plain, pairs=FIVE)
+    early = batch_make(tiny, qualification_pairs=5, state=BatchState.BUILDING)
+    with pytest.raises(ServiceError, match="has no HITs yet: choose its qualification pairs"):
+        qualification_pairs_set(batch=early, pairs=FIVE)
+
+    qualification_attempt_open(batch=gated, worker=worker_make("ann"))
+    with pytest.raises(ServiceError, match=r"round has started \(1 tries so far\)"):
+        qualification_pairs_set(batch=gated, pairs=FIVE[:1])
+    assert QualificationPair.objects.filter(batch=gated).count() == 5
+
+
+def test_a_pairs_file_reads_answers_and_notes_and_names_bad_lines():
+    pairs, lines = qualification_pairs_parse(
+        ["image_id,caption_id,answer,note\n", "5,105,YES,own\n", "\n", "6,111, no ,\n"]
+    )
+    assert pairs == [
+        QualificationPairInput(5, 105, True, "own"),
+        QualificationPairInput(6, 111, False, ""),
+    ]
+    assert lines == [2, 4]
+    with pytest.raises(ServiceError, match="line 3: answer must be yes or no"):
+        qualification_pairs_parse(["image_id,caption_id,answer\n", "5,105,yes\n", "6,111,maybe"])
+    with pytest.raises(ServiceError, match="line 2: image_id and caption_id must be whole"):
+        qualification_pairs_parse(["image_id,caption_id,answer\n", "five,105,yes\n"])
+    with pytest.raises(ServiceError, match=r"line 1: .*\(missing: answer\)"):
+        qualification_pairs_parse(["image_id,caption_id\n", "5,105\n"])
+
+
+# --- tries and answers ---------------------------------------------------------------------
+
+
+def test_a_worker_sees_feedback_after_each_answer_and_passes_at_four_of_five(gated):
+    worker = worker_make("ann")
+    attempt = qualification_attempt_open(batch=gated, worker=worker)
+
+    feedback = answer_all(attempt, wrong=1)
+
+    first = feedback[0]
+    assert (first.correct, first.expected_positive, first.note) == (False, True, "Its own caption.")
+    assert (first.answered, first.correct_count, first.total, first.finished) == (1, 0, 5, False)
+    assert first.passed is None
+    assert feedback[1].note == "A caption of image 11."
+    assert [f.correct_count for f in feedback] == [0, 1, 2, 3, 4]
+    last = feedback[-1]
+    assert (last.finished, last.passed, last.answered, last.correct_count) == (True, True, 5, 4)
+    attempt.refresh_from_db()
+    assert (attempt.correct, attempt.answered, attempt.passed) == (4, 5, True)
+    assert attempt.finished_at is not None
+    assert qualification_status(worker=worker, batch=gated) == QualificationStatus.QUALIFIED
+    answers = QualificationAnswer.objects.filter(attempt=attempt)
+    assert sorted(answers.values_list("elapsed_ms", flat=True)) == [1500] * 5
+
+
+def test_three_of_five_fails_and_a_second_try_may_pass(gated):
+    worker = worker_make("ann")
+    first = take_round(gated, worker, wrong=2)
+    assert (first.correct, first.passed, first.number) == (3, False, 1)
+    progress = qualification_progress(worker=worker, batch=gated)
+    assert (progress.status, progress.attempts_used, progress.attempts_left) == ("open", 1, 1)
+
+    second = take_round(gated, worker, wrong=0)
+    assert (second.correct, second.passed, second.number) == (5, True, 2)
+    assert qualification_status(worker=worker, batch=gated) == QualificationStatus.QUALIFIED
+    with pytest.raises(ServiceError, match=r"passed the qualification round of batch \d+ already"):
+        qualification_attempt_open(batch=gated, worker=worker)
+
+
+def test_a_worker_out_of_tries_has_failed_for_good(gated):
+    worker = worker_make("ann")
+    take_round(gated, worker, wrong=5)
+    take_round(gated, worker, wrong=2)
+
+    assert qualification_status(worker=worker, batch=gated) == QualificationStatus.FAILED
+    with pytest.raises(ServiceError, match=r"no tries left \(of 2\)"):
+        qualification_attempt_open(batch=gated, worker=worker)
+    assert QualificationAttempt.objects.filter(worker=worker).count() == 2
+
+
+def test_opening_again_resumes_the_unfinished_try(gated):
+    worker = worker_make("ann")
+    attempt = qualification_attempt_open(batch=gated, worker=worker)
+    pair = qualification_pair_next(attempt=attempt)
+    qualification_answer_record(attempt=attempt, pair_id=pair.pk, level="yes")
+
+    again = qualification_attempt_open(batch=gated, worker=worker)
+
+    assert again.pk == attempt.pk
+    assert qualification_pair_next(attempt=again).position == 1
+    assert qualification_progress(worker=worker, batch=gated).in_progress.pk == attempt.pk
+
+
+def test_answering_a_pair_again_keeps_the_first_answer(gated):
+    attempt = qualification_attempt_open(batch=gated, worker=worker_make("ann"))
+    pair = qualification_pair_next(attempt=attempt)  # a match
+
+    first = qualification_answer_record(attempt=attempt, pair_id=pair.pk, level="no")
+    again = qualification_answer_record(attempt=attempt, pair_id=pair.pk, level="yes")
+
+    assert again == first
+    assert (first.correct, first.answered) == (False, 1)
+    assert QualificationAnswer.objects.filter(attempt=attempt).count() == 1
+    attempt.refresh_from_db()
+    assert (attempt.answered, attempt.correct) == (1, 0)
+    assert qualification_answer_feedback(attempt=attempt, pair_id=pair.pk) == first
+
+
+def test_the_last_answer_repeated_after_the_try_ended_returns_its_feedback(gated):
+    attempt = qualification_attempt_open(batch=gated, worker=worker_make("ann"))
+    feedback = answer_all(attempt)
+    last_pair = QualificationPair.objects.get(batch=gated, position=4)
+
+    repeated = qualification_answer_record(attempt=attempt, pair_id=last_pair.pk, level="no")
+
+    assert repeated == feedback[-1]
+    assert (repeated.finished, repeated.passed) == (True, True)
+
+
+def test_answers_are_refused_for_an_unknown_level_or_a_pair_of_another_batch(tiny, gated):
+    other = batch_make(tiny, qualification_pairs=1)
+    hit_make(other, 0)
+    qualification_pairs_set(batch=other, pairs=[QualificationPairInput(11, 111, True)])
+    attempt = qualification_attempt_open(batch=gated, worker=worker_make("ann"))
+    pair = qualification_pair_next(attempt=attempt)
+
+    with pytest.raises(ServiceError, match="unknown answer 'maybe'"):
+        qualification_answer_record(attempt=attempt, pair_id=pair.pk, level="maybe")
+    foreign = QualificationPair.objects.get(batch=other)
+    with pytest.raises(ServiceError, match="is not in the qualification round"):
+        qualification_answer_record(attempt=attempt, pair_id=foreign.pk, level="yes")
+    assert not QualificationAnswer.objects.exists()
+
+
+def test_a_try_is_refused_without_round_pairs_open_batch_or_for_a_blocked_worker(tiny, gated):
+    worker = worker_make("ann")
+    with pytest.raises(ServiceError, match="has no qualification round"):
+        qualification_attempt_open(batch=batch_make(tiny), worker=worker)
+    empty = batch_make(tiny, qualification_pairs=3)
+    with pytest.raises(ServiceError, match=r"no qualification pairs yet.*--draw"):
+        qualification_attempt_open(batch=empty, worker=worker)
+    closed = batch_make(tiny, qualification_pairs=3, state=BatchState.AGGREGATING)
+    with pytest.raises(ServiceError, match="is aggregating, not taking answers"):
+        qualification_attempt_open(batch=closed, worker=worker)
+    worker_block(worker=worker, blocked=True)
+    with pytest.raises(ServiceError, match="blocked"):
+        qualification_attempt_open(batch=gated, worker=worker)
+    assert not QualificationAttempt.objects.exists()
+
+
+def test_a_batch_without_a_round_needs_no_qualification(tiny):
+    assert qualification_status(worker=worker_make("ann"), batch=batch_make(tiny)) == (
+        QualificationStatus.NOT_REQUIRED
+    )
+
+
+# --- the hand-out waits for a pass ---------------------------------------------------------
+
+
+def test_next_hit_skips_a_batch_whose_round_the_worker_has_not_passed(tiny, gated):
+    open_batch = batch_make(tiny)  # a later batch: the hand-out prefers the older one
+    open_hit = hit_make(open_batch, 0)
+    worker = worker_make("ann")
+
+    first = hit_assign_next(worker=worker, now=T0)
+
+    assert first.hit == open_hit  # not the older gated batch's HIT
+    take_round(gated, worker)
+    first.status = "expired"  # done with it: the next request takes a new HIT
+    first.save(update_fields=["status"])
+    second = hit_assign_next(worker=worker, now=T0)
+    assert second.hit.batch == gated
+
+
+def test_a_worker_not_yet_qualified_gets_no_hit_of_that_batch(gated):
+    worker = worker_make("ann")
+    assert hit_assign_next(worker=worker, now=T0) is None
+    take_round(gated, worker, wrong=2)  # failed: still closed
+    assert hit_assign_next(worker=worker, now=T0) is None
+    assert not HIT.objects.filter(assignments__isnull=False).exists()
+
+
+@pytest.mark.parametrize("source", ["platform", "simulated"])
+def test_assignment_create_tells_an_unqualified_worker_to_take_the_round(gated, source):
+    worker = Worker.objects.create(source=source, external_id="w")
+    hit = gated.hits.get()
+    with pytest.raises(ServiceError, match="take the qualification round first"):
+        assignment_create(hit=hit, worker=worker, now=T0)
+
+    take_round(gated, worker)
+    assert assignment_create(hit=hit, worker=worker, now=T0).worker == worker
+
+
+def test_mturk_workers_are_left_to_mturks_qualification_requirement(gated):
+    worker = Worker.objects.create(source="mturk", external_id="A1TURKER")
+    hit = gated.hits.get()
+
+    assert hit_assign_next(worker=worker, now=T0).hit == hit
+    assert assignment_create(hit=hit_make(gated, 1), worker=worker, now=T0).worker == worker
+
+
+# --- two tabs at once (PostgreSQL) ---------------------------------------------------------
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_simultaneous_starts_of_one_worker_share_one_try(tiny):
+    assert connection.vendor == "postgresql"
+    batch = batch_make(tiny, qualification_pairs=5)
+    hit_make(batch, 0)
+    qualification_pairs_set(batch=batch, pairs=FIVE)
+    worker = worker_make("two-tabs")
+
+    def start(worker_id: int) -> QualificationAttempt:
+        return qualification_attempt_open(batch=batch, worker=Worker.objects.get(pk=worker_id))
+
+    outcomes = all_at_once([partial(start, worker.pk)] * 8)
+
+    assert all(isinstance(o, QualificationAttempt) for o in outcomes), outcomes
+    assert QualificationAttempt.objects.filter(worker=worker).count() == 1
