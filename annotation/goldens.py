@@ -47,6 +47,7 @@ from .models import (
     Image,
     Judgement,
     PositivePair,
+    QualificationPair,
     Query,
     Ranking,
     golden_checked,
@@ -151,9 +152,14 @@ def goldens_replace(*, hit: HIT, items: list[HITItem], config: BatchConfig) -> l
 def golden_pool(
     *, batch_id: int, dataset_id: int, queries: Collection[int] | None = None
 ) -> GoldenPool:
-    """What golden pairs of a batch are drawn from (for `queries` only, when given)."""
+    """What golden pairs of a batch are drawn from (for `queries` only, when given).
+
+    Never the batch's qualification pairs: their workers were told the answers, so the HITs
+    built after the round was drawn (an adaptive batch's later rounds) and the goldens that
+    replace suspended ones must not show them.
+    """
     valid_captions = Caption.objects.filter(dataset_id=dataset_id, is_invalid=False)
-    return GoldenPool(
+    pool = GoldenPool(
         golden_tp_pairs=sorted(valid_captions.values_list("image_id", "pk")),
         negatives=negative_sources(batch_id=batch_id, dataset_id=dataset_id, queries=queries),
         image_ids=np.array(
@@ -162,6 +168,8 @@ def golden_pool(
         ),
         caption_ids=np.array(sorted(valid_captions.values_list("pk", flat=True)), dtype=np.int64),
     )
+    practice = QualificationPair.objects.filter(batch_id=batch_id)
+    return pool.without(set(practice.values_list("image_id", "caption_id")))
 
 
 def negative_sources(

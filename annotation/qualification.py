@@ -193,7 +193,8 @@ def qualification_pairs_draw(*, batch: Batch) -> int:
 def qualification_pairs_set(*, batch: Batch, pairs: Sequence[QualificationPairInput]) -> int:
     """Make `pairs` the batch's round, in their order, in place of the pairs it had.
 
-    Refused once a worker has started the round (its answers point at the pairs), for a
+    Refused once a worker has started the round (its answers point at the pairs) or HITs on
+    MTurk require MTurk's test of them (it shows their images), for a
     batch without a round or without HITs yet (the pairs are checked against their pages),
     and for a pair that names an image or caption the dataset lacks,
     an invalid caption, a pair twice, or a pair on a HIT page of the batch (the round must
@@ -218,16 +219,37 @@ def qualification_pairs_set(*, batch: Batch, pairs: Sequence[QualificationPairIn
         )
     rows = _admin_pairs_check(batch, pairs)
     with transaction.atomic():
-        Batch.objects.select_for_update().get(pk=batch.pk)  # no try starts meanwhile
+        locked = Batch.objects.select_for_update().get(pk=batch.pk)  # no try starts meanwhile
         started = QualificationAttempt.objects.filter(batch_id=batch.pk).count()
         if started:
             raise ServiceError(
                 f"batch {batch.pk}: its qualification round has started ({started} tries so "
                 "far); its pairs can no longer change (the answers point at them)"
             )
+        if _mturk_test_live(locked):
+            raise ServiceError(
+                f"batch {batch.pk}: its HITs on MTurk require the qualification test made of "
+                "these pairs (the test shows their images); its pairs can no longer change"
+            )
         QualificationPair.objects.filter(batch_id=batch.pk).delete()
         QualificationPair.objects.bulk_create(rows)
     return len(rows)
+
+
+def _mturk_test_live(batch: Batch) -> bool:
+    """Say whether HITs of the batch on MTurk require MTurk's test of the round's pairs.
+
+    That test links to the pairs' images (annotation.mturk.qualification keeps its type in
+    `Batch.mturk["qualification"][environment]`): replacing the pairs would break it.
+    """
+    state = batch.mturk or {}
+    environment = state.get("environment")
+    stored = state.get("qualification", {}).get(environment) if environment else None
+    return bool(
+        stored
+        and stored.get("mode") == "test"
+        and HIT.objects.filter(batch_id=batch.pk, external_id__isnull=False).exists()
+    )
 
 
 def _admin_pairs_check(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
@@ -95,6 +95,27 @@ class GoldenPool:
     negatives: Mapping[int, NegativeSource]
     image_ids: np.ndarray
     caption_ids: np.ndarray
+
+    def without(self, pairs: Set[tuple[int, int]]) -> GoldenPool:
+        """Return the pool less `pairs` (image id, caption id): no golden of either kind is
+        drawn from them (a batch's qualification pairs, whose answers its workers saw)."""
+        if not pairs:
+            return self
+        negatives = {}
+        for query, source in self.negatives.items():
+            targets = {
+                caption if source.direction == "i2t" else image
+                for image, caption in pairs
+                if (image if source.direction == "i2t" else caption) == source.item_id
+            }
+            negatives[query] = (
+                replace(source, excluded=source.excluded | targets) if targets else source
+            )
+        return replace(
+            self,
+            golden_tp_pairs=[pair for pair in self.golden_tp_pairs if pair not in pairs],
+            negatives=negatives,
+        )
 
 
 def golden_replacement(

@@ -8,6 +8,7 @@ either NO level for one that does not. The services live in `annotation.qualific
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from fractions import Fraction
 
@@ -61,12 +62,21 @@ def qualification_passed(correct: int, total: int, pass_share: float | str | Fra
     Exact: the share is read as the decimal it was written as (0.8 is 4/5, not the binary
     float a hair above it), so 4 of 5 passes at 0.8 and 8 of 10 at 0.8 too.
     """
-    if total <= 0:
-        raise ValueError(f"a qualification round needs at least one pair (got {total})")
     if not 0 <= correct <= total:
         raise ValueError(f"right answers must be between 0 and {total} (got {correct})")
-    share = Fraction(str(pass_share))
-    return correct * share.denominator >= share.numerator * total
+    return correct >= qualification_pairs_to_pass(total, pass_share)
+
+
+def qualification_pairs_to_pass(total: int, pass_share: float | str | Fraction) -> int:
+    """Return the fewest right answers of `total` that reach `pass_share`, read exactly as
+    written (0.8 of 5 → 4; 0.7 of 10 → 7, not 8 for the float a hair above 0.7).
+
+    The one rule for the platform's round and MTurk's test (`annotation.mturk`), so both
+    pass the same workers.
+    """
+    if total <= 0:
+        raise ValueError(f"a qualification round needs at least one pair (got {total})")
+    return math.ceil(Fraction(str(pass_share)) * total)
 
 
 def qualification_mix(count: int) -> tuple[int, int]:

@@ -12,7 +12,6 @@ Pure: no Django, no boto3.
 
 from __future__ import annotations
 
-import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mitl.judgements import LEVEL_LABELS, POSITIVE_LEVELS, Level
+from mitl.qualification import qualification_pairs_to_pass
 
 from .errors import MTurkInputError
 
@@ -139,11 +139,11 @@ def time_allowed_seconds(pairs: int) -> int:
 
 
 def pairs_to_pass(share: float, pairs: int) -> int:
-    """Return how many of `pairs` must be right to reach `share` (0.8 of 5 → 4; 2/3 of 3 → 2).
-
-    Rounded to 9 places first: 0.7 × 10 is 7.000000000000001 in floating point, not 8 pairs.
-    """
-    return max(1, math.ceil(round(share * pairs, 9)))
+    """Return how many of `pairs` must be right to reach `share` (0.8 of 5 → 4; 2/3 of 3 → 2):
+    the platform round's own rule (`mitl.qualification`), so MTurk passes the same workers."""
+    if pairs < 1:
+        raise MTurkInputError("qualification test: it needs at least one pair")
+    return max(1, qualification_pairs_to_pass(pairs, share))
 
 
 def pass_mark(share: float, pairs: int) -> int:

@@ -8,6 +8,7 @@ answers twice.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib import messages
@@ -41,6 +42,8 @@ from mitl.qualification import EXPECTED_ANSWER
 
 from .item_images import neutral_image_response
 
+_DIGITS = re.compile(r"[0-9]{1,18}")  # below 2**63: a bigint
+
 
 @login_required
 def qualification_page(request: HttpRequest, batch_id: int) -> HttpResponse:
@@ -63,13 +66,11 @@ def qualification_page(request: HttpRequest, batch_id: int) -> HttpResponse:
         "levels": [(level.value, LEVEL_LABELS[level], i + 1) for i, level in enumerate(Level)],
     }
     latest = _latest_attempt(worker, batch)
-    answered = request.GET.get("answered", "")
-    if latest is not None and answered.isdigit():
-        feedback = qualification_answer_feedback(attempt=latest, pair_id=int(answered))
+    answered = _number(request.GET.get("answered", ""))
+    if latest is not None and answered is not None:
+        feedback = qualification_answer_feedback(attempt=latest, pair_id=answered)
         if feedback is not None:
-            pair = QualificationPair.objects.select_related("image", "caption").get(
-                pk=int(answered)
-            )
+            pair = QualificationPair.objects.select_related("image", "caption").get(pk=answered)
             given = QualificationAnswer.objects.get(attempt=latest, pair=pair).level
             context |= {
                 "mode": "feedback",
@@ -107,22 +108,30 @@ def _post(request: HttpRequest, worker: Worker, batch: Batch, here: str) -> Http
             messages.error(request, str(exc))
         return redirect(here)
     latest = _latest_attempt(worker, batch)
-    pair_id = request.POST.get("pair", "")
-    if latest is None or not pair_id.isdigit():
+    pair_id = _number(request.POST.get("pair", ""))
+    if latest is None or pair_id is None:
         messages.error(request, "Start the qualification round first.")
         return redirect(here)
-    elapsed = request.POST.get("elapsed_ms", "0")
     try:
         qualification_answer_record(
             attempt=latest,
-            pair_id=int(pair_id),
+            pair_id=pair_id,
             level=request.POST.get("level", ""),
-            elapsed_ms=int(elapsed) if elapsed.isdigit() else 0,
+            elapsed_ms=_number(request.POST.get("elapsed_ms", "")) or 0,
         )
     except ServiceError as exc:
         messages.error(request, str(exc))
         return redirect(here)
-    return redirect(f"{here}?answered={int(pair_id)}")
+    return redirect(f"{here}?answered={pair_id}")
+
+
+def _number(text: str) -> int | None:
+    """Read an id or a time from the request: ASCII digits that fit a database integer.
+
+    `str.isdigit` alone lets through "²" (int() refuses it) and numbers too large for the
+    database or for int() itself: each was a 500.
+    """
+    return int(text) if _DIGITS.fullmatch(text) else None
 
 
 def _latest_attempt(worker: Worker, batch: Batch) -> QualificationAttempt | None:

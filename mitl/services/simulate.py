@@ -104,11 +104,14 @@ def crowd_simulate(
     oracle_dir: Path | None = None,
     seed: int = 0,
     learning_share: float = 0.0,
+    crowd_seed: int | None = None,
 ) -> SimulationSummary:
     """Fill every open assignment slot of the batch's HITs with simulated work.
 
     A `learning_share` of the careful workers misread the scale until they practise
-    (`mitl.simulation.WorkerProfile.learning_gain`).
+    (`mitl.simulation.WorkerProfile.learning_gain`). The workers' profiles are drawn from
+    `crowd_seed` (default `seed`), their answers from `seed`: runs that share a crowd
+    seed meet the same workers, who keep the qualification they earned.
     """
     truth = truth_source(batch=batch, oracle_dir=oracle_dir)
     if n_workers < config.assignments_per_hit:
@@ -121,7 +124,7 @@ def crowd_simulate(
         n_workers,
         careless_share=careless_share,
         accuracy_range=accuracy,
-        seed=seed,
+        seed=seed if crowd_seed is None else crowd_seed,
         learning_share=learning_share,
     )
     workers = [
@@ -132,16 +135,7 @@ def crowd_simulate(
         for p in profiles
     ]
     rng = np.random.default_rng([seed, batch.pk])
-    allowed = {
-        worker.pk
-        for worker, profile in zip(workers, profiles, strict=True)
-        if _qualify(batch, worker, profile, rng)
-    }
-    trained = set(
-        QualificationAttempt.objects.filter(
-            batch=batch, worker_id__in=allowed, finished_at__isnull=False
-        ).values_list("worker_id", flat=True)
-    )
+    allowed, trained = _crowd_admitted(batch, workers, profiles, rng)
     hits = list(
         HIT.objects.filter(batch=batch)
         .annotate(active=Count("assignments", filter=Q(assignments__status__in=ACTIVE_STATUSES)))
@@ -176,6 +170,24 @@ def crowd_simulate(
         qualified=len(allowed) if config.qualification_required else 0,
         not_qualified=len(workers) - len(allowed),
     )
+
+
+def _crowd_admitted(
+    batch: Batch, workers: list[Worker], profiles: list[WorkerProfile], rng: np.random.Generator
+) -> tuple[set[int], set[int]]:
+    """Return the workers who may work on the batch's HITs (all, or those who pass its
+    round) and those among them who did a practice round (trained)."""
+    allowed = {
+        worker.pk
+        for worker, profile in zip(workers, profiles, strict=True)
+        if _qualify(batch, worker, profile, rng)
+    }
+    trained = set(
+        QualificationAttempt.objects.filter(
+            batch=batch, worker_id__in=allowed, finished_at__isnull=False
+        ).values_list("worker_id", flat=True)
+    )
+    return allowed, trained
 
 
 def _qualify(
@@ -221,7 +233,8 @@ def crowd_simulate_reviewed(
     """Simulate the crowd, reject the work that failed the golden check, and repeat.
 
     A rejection re-posts the HIT for another worker, as an admin's would; a few rounds
-    fill nearly every HIT. Stops after `REVIEW_ROUNDS` rounds or once no work is flagged;
+    fill nearly every HIT. Every round meets the same workers (one crowd seed) with new
+    answers. Stops after `REVIEW_ROUNDS` rounds or once no work is flagged;
     returns how many assignments were rejected.
     """
     rejected = 0
@@ -233,6 +246,7 @@ def crowd_simulate_reviewed(
             n_workers=n_workers,
             oracle_dir=oracle_dir,
             seed=seed + round_index,
+            crowd_seed=seed,
             learning_share=learning_share,
         )
         flagged = list(

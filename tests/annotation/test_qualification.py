@@ -13,6 +13,7 @@ import pytest
 from django.db import connection
 
 from annotation.errors import ServiceError
+from annotation.goldens import golden_pool
 from annotation.handout import assignment_create, hit_assign_next
 from annotation.models import (
     HIT,
@@ -43,6 +44,7 @@ from annotation.qualification import (
 )
 from annotation.review import worker_block
 from mitl.config import batch_config
+from mitl.hits import Role, golden_replacement
 from mitl.qualification import NEGATIVE_NOTE, POSITIVE_NOTE
 from mitl.services.build import hits_build
 from mitl.services.progress import StageTracker
@@ -152,6 +154,40 @@ def test_drawing_again_draws_nothing_and_keeps_the_pairs(annotating_batch):
     )
 
     assert list(QualificationPair.objects.filter(batch=annotating_batch).values()) == before
+
+
+def test_goldens_drawn_after_the_round_never_show_its_pairs(gated):
+    # A later round's HITs and a suspended golden's replacement are drawn from the pool;
+    # a practice pair there would show a worker a golden whose answer the round told them.
+    practice = set(
+        QualificationPair.objects.filter(batch=gated).values_list("image_id", "caption_id")
+    )
+    pool = golden_pool(batch_id=gated.pk, dataset_id=gated.dataset_id)
+    drawn = {
+        golden_replacement(Role.GOLDEN_TP, pool=pool, queries=[], on_page=set(), seed=[seed])
+        for seed in range(60)
+    }
+    # Twelve original pairs, three of them practice (the round's matches): drawn from all
+    # twelve, 60 draws would miss the three only with chance 0.75^60 (about 3e-8).
+    assert len(drawn) == 9
+    assert not {(spec.image_id, spec.caption_id) for spec in drawn} & practice
+    assert len(pool.golden_tp_pairs) == 9
+
+
+def test_golden_negatives_avoid_the_rounds_mismatches(annotating_batch):
+    pool = golden_pool(batch_id=annotating_batch.pk, dataset_id=annotating_batch.dataset_id)
+    pairs = list(QualificationPair.objects.filter(batch=annotating_batch))
+    assert not {(p.image_id, p.caption_id) for p in pairs} & set(pool.golden_tp_pairs)
+    avoided = 0
+    for pair in (p for p in pairs if not p.positive):
+        for source in pool.negatives.values():
+            if source.direction == "i2t" and source.item_id == pair.image_id:
+                assert pair.caption_id in source.excluded
+                avoided += 1
+            if source.direction == "t2i" and source.item_id == pair.caption_id:
+                assert pair.image_id in source.excluded
+                avoided += 1
+    assert avoided >= 3  # each of the three mismatches was drawn for a query of the batch
 
 
 def test_the_same_seed_draws_the_same_round(annotating_batch):

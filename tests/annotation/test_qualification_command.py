@@ -74,6 +74,16 @@ def test_a_bad_row_names_its_line_and_changes_nothing(gated, tmp_path, text, mes
     assert list(QualificationPair.objects.values_list("image__ext_id", flat=True)) == [7]
 
 
+def test_a_file_that_is_not_utf8_is_refused_with_a_reason(gated, tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_bytes("image_id,caption_id,answer,note\n5,105,yes,café\n".encode("latin-1"))
+
+    message = f"{path} is not UTF-8 text: save it as CSV UTF-8"
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run(str(gated.pk), "--pairs", str(path))
+    assert not QualificationPair.objects.exists()
+
+
 def test_pairs_cannot_change_once_a_worker_started(gated, tmp_path):
     qualification_pairs_set(batch=gated, pairs=[QualificationPairInput(7, 107, True)])
     qualification_attempt_open(batch=gated, worker=worker_make("ann"))

@@ -178,3 +178,22 @@ def test_the_batch_page_shows_the_rounds_settings_pairs_and_results(ann, client,
     assert "1 try (0 in progress, 1 finished); <strong>1</strong> worker passed" in html
     assert "pass rate <strong>1.00</strong> of finished tries" in html
     assert html.count('<td class="num">1/1</td>') == PAIRS
+
+
+@pytest.mark.parametrize("bad", ["²", "-3", "9" * 30, "9" * 5000])
+def test_numbers_the_page_cannot_read_are_ignored_not_a_server_error(ann, annotating_batch, bad):
+    # "²" passes str.isdigit() but not int(); 30 digits overflow the database; 5000 digits
+    # overflow int() itself: each was a 500.
+    ann.post(page_of(annotating_batch), {"action": "start"})
+    assert ann.get(f"{page_of(annotating_batch)}?answered={bad}").status_code == 200
+
+    refused = ann.post(page_of(annotating_batch), {"pair": bad, "level": "yes"}, follow=True)
+    assert refused.status_code == 200
+    assert "Start the qualification round first." in refused.content.decode()
+
+    pair = shown_pair(ann.get(page_of(annotating_batch)).content.decode())
+    posted = ann.post(
+        page_of(annotating_batch), {"pair": pair.pk, "level": "yes", "elapsed_ms": bad}
+    )
+    assert posted.url == f"{page_of(annotating_batch)}?answered={pair.pk}"
+    assert QualificationAnswer.objects.get(pair=pair).elapsed_ms == 0

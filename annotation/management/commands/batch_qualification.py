@@ -97,5 +97,7 @@ def _read(path: Path) -> tuple[list[QualificationPairInput], list[int]]:
             return qualification_pairs_parse(handle)
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CommandError(f"{path} is not UTF-8 text: save it as CSV UTF-8") from None
     except ServiceError as exc:
         raise CommandError(f"{path} {exc}") from None

@@ -13,7 +13,8 @@ from botocore.stub import ANY
 from django.core.management import call_command
 from django.test import Client
 
-from annotation.models import Batch, Caption, Image, QualificationPair, Worker
+from annotation.errors import ServiceError
+from annotation.models import Batch, Caption, HITItem, Image, QualificationPair, Worker
 from annotation.mturk.errors import MTurkError
 from annotation.mturk.hit_settings import mturk_settings_save
 from annotation.mturk.hit_type import HitTypeSettings, hit_type_request
@@ -24,6 +25,7 @@ from annotation.mturk.qualification import (
 )
 from annotation.mturk.qualification_test import ANSWER_KEY_NS, QUESTION_FORM_NS
 from annotation.mturk.sandbox import mturk_sandbox_reset
+from annotation.qualification import QualificationPairInput, qualification_pairs_set
 
 from .helpers import (
     BASE,
@@ -361,6 +363,36 @@ def test_the_pairs_are_drawn_at_publication_when_the_batch_has_none(annotating_b
     stub.assert_no_pending_responses()
     assert QualificationPair.objects.filter(batch=annotating_batch).count() == 4
     assert len(ET.fromstring(created[0]["Test"]).findall(f"{QF}Question")) == 4
+
+
+def off_page_pair(batch: Batch) -> QualificationPairInput:
+    """A pair an admin may choose: a valid caption with its image, on no HIT page."""
+    on_page = set(HITItem.objects.filter(hit__batch=batch).values_list("image_id", "caption_id"))
+    captions = Caption.objects.filter(dataset=batch.dataset, is_invalid=False).order_by("-pk")
+    caption = next(c for c in captions.select_related("image") if (c.image_id, c.pk) not in on_page)
+    return QualificationPairInput(caption.image.ext_id, caption.ext_id, True)
+
+
+def test_the_pairs_stay_while_published_hits_require_the_test_of_them(
+    annotating_batch, client, stub
+):
+    batch = with_round(annotating_batch, pairs=4)
+    # Before publication an admin may still choose the pairs (here one, which the test shows).
+    assert qualification_pairs_set(batch=batch, pairs=[off_page_pair(batch)]) == 1
+    expect_test_type(stub, duration=300)
+    expect_hit_type_with(stub, requirement(QUAL_ID, 100))
+    for hit in hits_of(batch):
+        expect_create_hit(stub, batch, hit)
+    mturk_publish(batch=batch, client=client)
+    before = list(QualificationPair.objects.filter(batch=batch).values_list("pk", flat=True))
+
+    # MTurk's test links to these pairs' images: replacing them would break it.
+    with pytest.raises(ServiceError, match="require the qualification test made of these pairs"):
+        qualification_pairs_set(batch=batch, pairs=[off_page_pair(batch)])
+
+    assert list(QualificationPair.objects.filter(batch=batch).values_list("pk", flat=True)) == (
+        before
+    )
 
 
 # --- granted mode -------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from annotation.mturk.qualification_test import (
     question_form_xml,
     time_allowed_seconds,
 )
+from mitl.qualification import qualification_passed
 
 QF = f"{{{QUESTION_FORM_NS}}}"
 AK = f"{{{ANSWER_KEY_NS}}}"
@@ -190,6 +191,17 @@ def test_mturks_score_is_the_percentage_of_pairs_right():
 def test_the_pass_mark_by_hand(share, count, to_pass, minimum):
     assert pairs_to_pass(share, count) == to_pass
     assert pass_mark(share, count) == minimum
+
+
+@pytest.mark.parametrize("share", [0.5, 2 / 3, 0.7, 0.8, 0.85, 0.5000000000001, 0.9999999999])
+def test_mturks_test_and_the_platforms_round_pass_the_same_workers(share):
+    # One rule for both: 0.5000000000001 of 2 needs both right (1 of 2 is below it), which
+    # the float product rounded to 9 places (1.0000000000002 → 1) had let through on MTurk.
+    for count in range(1, 51):
+        need = pairs_to_pass(share, count)
+        assert qualification_passed(need, count, share), (share, count)
+        assert not qualification_passed(need - 1, count, share), (share, count)
+    assert pairs_to_pass(0.5000000000001, 2) == 2
 
 
 def test_the_pass_mark_splits_passing_and_failing_workers_under_any_rounding():
