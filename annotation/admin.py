@@ -112,7 +112,14 @@ class InstructionsAdmin(admin.ModelAdmin):
     list_filter = ("batch",)
     raw_id_fields = ("batch", "created_by")
     # A version is what earlier assignments showed (Assignment.instructions): never edited.
+    # Its batch and number too: moved to another batch, its examples' ids would name that
+    # batch's dataset's images; renumbered, another version would become the current one.
     readonly_fields = ("content", "created_at")
+
+    def get_readonly_fields(self, request, obj=None) -> tuple[str, ...]:
+        if obj is None:
+            return self.readonly_fields
+        return ("batch", "version", *self.readonly_fields)
 
 
 @admin.register(models.QualificationPair)

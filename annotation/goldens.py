@@ -45,6 +45,7 @@ from .models import (
     Direction,
     HITItem,
     Image,
+    Instructions,
     Judgement,
     PositivePair,
     QualificationPair,
@@ -154,9 +155,9 @@ def golden_pool(
 ) -> GoldenPool:
     """What golden pairs of a batch are drawn from (for `queries` only, when given).
 
-    Never the batch's qualification pairs: their workers were told the answers, so the HITs
-    built after the round was drawn (an adaptive batch's later rounds) and the goldens that
-    replace suspended ones must not show them.
+    Never a pair whose answer the batch's workers were told: its qualification pairs (so
+    the HITs built after the round was drawn, an adaptive batch's later rounds, and the
+    goldens that replace suspended ones never show them) and its instructions' examples.
     """
     valid_captions = Caption.objects.filter(dataset_id=dataset_id, is_invalid=False)
     pool = GoldenPool(
@@ -168,8 +169,38 @@ def golden_pool(
         ),
         caption_ids=np.array(sorted(valid_captions.values_list("pk", flat=True)), dtype=np.int64),
     )
+    return pool.without(_pairs_answered_to_workers(batch_id=batch_id, dataset_id=dataset_id))
+
+
+def _pairs_answered_to_workers(*, batch_id: int, dataset_id: int) -> set[tuple[int, int]]:
+    """The (image pk, caption pk) pairs whose answers the batch shows its workers: its
+    qualification pairs and the examples of every version of its instructions."""
     practice = QualificationPair.objects.filter(batch_id=batch_id)
-    return pool.without(set(practice.values_list("image_id", "caption_id")))
+    pairs = set(practice.values_list("image_id", "caption_id"))
+    examples = [
+        (example["image"], example["caption"])
+        for content in Instructions.objects.filter(batch_id=batch_id).values_list(
+            "content", flat=True
+        )
+        for example in content.get("examples", [])
+    ]
+    if examples:
+        images = dict(
+            Image.objects.filter(
+                dataset_id=dataset_id, ext_id__in={image for image, _ in examples}
+            ).values_list("ext_id", "pk")
+        )
+        captions = dict(
+            Caption.objects.filter(
+                dataset_id=dataset_id, ext_id__in={caption for _, caption in examples}
+            ).values_list("ext_id", "pk")
+        )
+        pairs |= {
+            (images[image], captions[caption])
+            for image, caption in examples
+            if image in images and caption in captions
+        }
+    return pairs
 
 
 def negative_sources(

@@ -25,6 +25,7 @@ from .judgements import (
 
 CONTENT_FORMAT = 1  # bump when the snapshot's shape changes; pages read older ones too
 NOTE_MAX = 1000  # characters of an example's note
+ID_MAX = 2**63 - 1  # the dataset ids are 64-bit integers in the database
 EXAMPLE_KEYS = frozenset(
     {"level", "image", "caption", "caption_text", "note", "shortcomings", "wrong_concepts"}
 )
@@ -222,9 +223,10 @@ def _level(where: str, value: Any) -> Level:
 
 def _id(where: str, entry: Mapping[str, Any], key: str) -> int:
     value = entry.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= ID_MAX:
         raise ExamplesError(
-            f"{where}: `{key}` must be the dataset's {key} id, a whole number (got {value!r})"
+            f"{where}: `{key}` must be the dataset's {key} id, a whole number from 0 to "
+            f"{ID_MAX} (got {value!r})"
         )
     return value
 

@@ -20,6 +20,7 @@ QUAL_NUMBER_HITS_APPROVED = "00000000000000000040"  # Worker_NumberHITsApproved
 QUAL_LOCALE = "00000000000000000071"  # Worker_Locale
 _LOCALE = re.compile(r"^[A-Z]{2}(-[A-Z0-9]{1,3})?$")
 CENT = Decimal("0.01")
+MONEY_DIGITS = 9  # whole-dollar digits an amount may have: less than a billion dollars
 # How a batch's qualification round goes to MTurk (annotation.mturk.qualification):
 # "test": a QualificationType with the round as its Test and AnswerKey, scored by MTurk;
 # "granted": a QualificationType without a test, which the platform grants.
@@ -131,6 +132,8 @@ def parse_money(value: Any, *, what: str = "amount") -> Decimal:
         raise MTurkInputError(f"{what} must be a dollar amount like 0.50 (got {value!r})") from None
     if not amount.is_finite() or amount < CENT:
         raise MTurkInputError(f"{what} must be at least $0.01 (got {value!r})")
+    if amount.adjusted() >= MONEY_DIGITS:  # 1e100 would not even quantize to cents
+        raise MTurkInputError(f"{what} must be below $1,000,000,000 (got {value!r})")
     if amount != amount.quantize(CENT):
         raise MTurkInputError(f"{what} must be in whole cents (got {value!r})")
     return amount.quantize(CENT)

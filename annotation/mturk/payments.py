@@ -11,7 +11,7 @@ from django.utils import timezone
 from annotation.models import Assignment, Batch, Worker, WorkerSource
 from annotation.review import worker_block
 
-from .client import mturk_call, mturk_client_for
+from .client import mturk_call, mturk_client_for, mturk_pages
 from .errors import MTurkError, MTurkInputError
 from .feedback import FEEDBACK_MAX
 from .hit_type import parse_money
@@ -51,7 +51,13 @@ def mturk_bonus_send(
     purpose: str = BONUS,
 ) -> bool:
     """Pay a bonus for an MTurk assignment, once per `purpose` (BONUS, or TOPUP to the
-    minimum wage); return False when that one was already paid."""
+    minimum wage); return False when that one was already paid.
+
+    The bonus is noted as pending before SendBonus and as paid after it. A pending note
+    left by a run that stopped in between (MTurk's answer lost, or our write) is checked
+    against MTurk's ListBonusPayments before anything is sent again: the UniqueRequestToken
+    alone keeps MTurk from paying twice for 24 hours only.
+    """
     now = now or timezone.now()
     assignment = Assignment.objects.select_related("worker", "hit__batch").get(pk=assignment.pk)
     if assignment.worker.source != WorkerSource.MTURK or not assignment.external_id:
@@ -68,6 +74,19 @@ def mturk_bonus_send(
     state, client = _client_for(batch, client)
     if token in state.get("bonuses", {}):
         return False
+    pending = state.get("bonuses_pending", {}).get(token)
+    if pending is not None and _bonus_listed(client, pending):
+        _bonus_note(batch, token, pending, paid=True)  # paid by the run that stopped
+        return False
+    record = {
+        "assignment": assignment.external_id,
+        "worker": assignment.worker.external_id,
+        "amount": str(money),
+        "reason": reason,
+        "purpose": purpose,
+        "at": now_iso(now),
+    }
+    _bonus_note(batch, token, record, paid=False)
     mturk_call(
         client,
         "send_bonus",
@@ -77,21 +96,34 @@ def mturk_bonus_send(
         Reason=reason[:FEEDBACK_MAX],
         UniqueRequestToken=token,
     )
+    _bonus_note(batch, token, record, paid=True)
+    return True
+
+
+def _bonus_note(batch: Batch, token: str, record: dict[str, Any], *, paid: bool) -> None:
+    """Note a bonus as about to be sent (pending) or as paid, under the batch's lock."""
 
     def store(state: dict[str, Any]) -> None:
-        bonuses = dict(state.get("bonuses", {}))
-        bonuses[token] = {
-            "assignment": assignment.external_id,
-            "worker": assignment.worker.external_id,
-            "amount": str(money),
-            "reason": reason,
-            "purpose": purpose,
-            "at": now_iso(now),
-        }
-        state["bonuses"] = bonuses
+        pending = dict(state.get("bonuses_pending", {}))
+        pending.pop(token, None)
+        if paid:
+            state["bonuses"] = {**state.get("bonuses", {}), token: record}
+        else:
+            pending[token] = record
+        state["bonuses_pending"] = pending
 
     state_update(batch.pk, store)
-    return True
+
+
+def _bonus_listed(client: Any, record: dict[str, Any]) -> bool:
+    """Say whether MTurk lists the pending bonus `record` as paid (same amount and reason)."""
+    amount, reason = Decimal(record["amount"]), record["reason"][:FEEDBACK_MAX]
+    return any(
+        Decimal(payment["BonusAmount"]) == amount and payment.get("Reason") == reason
+        for payment in mturk_pages(
+            client, "list_bonus_payments", "BonusPayments", AssignmentId=record["assignment"]
+        )
+    )
 
 
 def mturk_hits_expire(*, batch: Batch, client: Any = None, now: datetime | None = None) -> int:

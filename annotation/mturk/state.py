@@ -11,6 +11,7 @@ again sends nothing twice:
     extra   {hit pk: n}            additional assignments created to replace rejected work
     replaced [AssignmentId]        rejected assignments already replaced
     bonuses {token: {...}}         bonuses paid: mitl-bonus-<id> manual, mitl-topup-<id> top-ups
+    bonuses_pending {token: {...}} bonuses being sent: one left here is checked on MTurk first
     expires_at, last_publish       the last expiry change; the last publication's outcome
     report, last_sync_at           the last sync's report
     sync_lease {token, since, until}  held while a sync runs, so two never overlap

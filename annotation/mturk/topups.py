@@ -2,7 +2,8 @@
 
 Through the bonus path (`mturk_bonus_send` with purpose TOPUP): each top-up has its own
 UniqueRequestToken, `mitl-topup-<AssignmentId>`, distinct from a manual bonus's, and is
-recorded in `Batch.mturk["bonuses"]` under it. So running it again pays nothing twice, and
+recorded in `Batch.mturk["bonuses"]` under it. So running it again pays nothing twice (also
+after a run that stopped between MTurk's answer and our write: see `mturk_bonus_send`), and
 a worker who got a manual bonus still gets a top-up.
 """
 

@@ -102,7 +102,8 @@ def instructions_proposal(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"detail": "name a dataset: ?dataset=<id>"}, status=400)
     dataset = get_object_or_404(Dataset, pk=dataset_id)
     seed = request.GET.get("seed", "0")
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
     examples = instructions_examples_propose(
-        dataset=dataset, seed=int(seed) if seed.isdigit() else 0
+        dataset=dataset, seed=int(seed) if seed.isascii() and seed.isdigit() else 0
     )
     return JsonResponse({"examples": [example.to_json() for example in examples]})

@@ -12,7 +12,7 @@ from typing import Any
 
 from django import forms
 
-from mitl.instructions import Example, ExamplesError, parse_examples
+from mitl.instructions import ID_MAX, Example, ExamplesError, parse_examples
 from mitl.judgements import (
     LEVEL_LABELS,
     MIDDLE_LEVELS,
@@ -28,6 +28,7 @@ def _id_field(what: str) -> forms.IntegerField:
     return forms.IntegerField(
         required=False,
         min_value=0,
+        max_value=ID_MAX,  # a larger one would not even fit the database's query
         label=f"{what} id",
         widget=forms.NumberInput(attrs={"min": 0, "step": 1}),
     )

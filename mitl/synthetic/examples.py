@@ -165,8 +165,9 @@ def _wrong_detail(phrase: Phrase, group: ObjectGroup, attribute: str) -> str:
     if attribute == "count":
         return f"there {be} {_COUNT_WORDS[seen]} {noun} {where}, not {_COUNT_WORDS[said]}"
     if attribute == "shape":
-        said_noun = said if group.count == 1 else _plural(said)
-        return f"the {group.color} shapes {where} are {_plural(seen)}, not {said_noun}"
+        if group.count == 1:  # no shape starts with a vowel: "a" fits each
+            return f"the {group.color} shape {where} is a {seen}, not a {said}"
+        return f"the {group.color} shapes {where} are {_plural(seen)}, not {_plural(said)}"
     if attribute == "position":
         return f"the {group.color} {noun} {be} {where}, not {_POSITION_WORDS[said]}"
     return f"the {noun} {where} {be} {seen}, not {said}"  # colour or size

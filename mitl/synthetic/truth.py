@@ -131,8 +131,7 @@ def judge(scene: Scene, caption: CaptionSpec) -> Truth:
     kinds: list[str] = []
     covered: set[int] = set()
     concepts: set[str] = set()
-    for phrase in caption.phrases:
-        kind, index, attribute = _best_group(phrase, scene)
+    for kind, index, attribute in phrase_findings(scene, caption):
         kinds.append(kind)
         if index is not None:
             covered.add(index)

@@ -9,8 +9,10 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from annotation.errors import ServiceError
+from annotation.goldens import golden_pool
 from annotation.handout import assignment_create, hit_assign_next
 from annotation.instructions import (
     instructions_current,
@@ -116,6 +118,28 @@ def test_each_save_is_the_next_version_and_keeps_the_earlier_ones(tiny):
     assert [e["level"] for e in second.content["examples"]] == ["yes", "no"]
 
 
+def test_golden_pairs_are_never_an_example_whose_answer_workers_read(batch):
+    # The YES example is an original pair, so it would be a golden true positive; a worker
+    # who read it in the instructions would know that golden's answer.
+    examples = content_examples(Instructions.objects.get(batch=batch).content)
+    shown = {
+        (
+            Image.objects.get(dataset=batch.dataset, ext_id=e.image).pk,
+            Caption.objects.get(dataset=batch.dataset, ext_id=e.caption).pk,
+        )
+        for e in examples
+    }
+    pool = golden_pool(batch_id=batch.pk, dataset_id=batch.dataset_id)
+    originals = set(
+        Caption.objects.filter(dataset=batch.dataset, is_invalid=False).values_list(
+            "image_id", "pk"
+        )
+    )
+    yes_pairs = shown & originals
+    assert yes_pairs  # the proposal's 100% YES is an image with its own caption
+    assert set(pool.golden_tp_pairs) == originals - shown
+
+
 def test_saving_copies_the_caption_text_from_the_dataset(tiny):
     batch = batch_make(tiny)
     saved = instructions_save(batch=batch, examples=[YES])
@@ -157,6 +181,18 @@ def test_an_invalid_caption_is_refused(tiny):
 def test_two_examples_of_one_answer_are_refused(tiny):
     with pytest.raises(ServiceError, match="two examples for “100% YES”"):
         instructions_save(batch=batch_make(tiny), examples=[YES, YES])
+
+
+def test_the_admin_never_moves_or_renumbers_a_saved_version(tiny, client):
+    batch, other = batch_make(tiny), batch_make(tiny)
+    first = instructions_save(batch=batch, examples=[YES])
+    second = instructions_save(batch=batch, examples=[NO])
+    client.force_login(get_user_model().objects.create_superuser("root", password="x" * 12))
+    url = reverse("admin:annotation_instructions_change", args=[first.pk])
+    client.post(url, {"batch": other.pk, "version": 3, "created_by": ""})
+    first.refresh_from_db()
+    assert (first.batch_id, first.version) == (batch.pk, 1)
+    assert instructions_current(batch=batch) == second
 
 
 # --- the version each assignment carries -----------------------------------------------------
@@ -289,6 +325,17 @@ def test_the_command_refuses_a_bad_file_saying_why(tiny, tmp_path, content, mess
     with pytest.raises(CommandError, match=message):
         call_command("batch_instructions", str(batch.pk), "--examples", str(path))
     assert not Instructions.objects.filter(batch=batch).exists()
+
+
+def test_the_command_reads_utf8_with_a_bom_and_refuses_other_bytes(tiny, tmp_path):
+    batch = batch_make(tiny)
+    path = tmp_path / "examples.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps([YES.to_json() | {"note": "“Yes”"}]).encode())
+    call_command("batch_instructions", str(batch.pk), "--examples", str(path), stdout=io.StringIO())
+    assert instructions_current(batch=batch).content["examples"][0]["note"] == "“Yes”"
+    path.write_bytes(b'[{"level": "yes", "note": "\xff"}]')
+    with pytest.raises(CommandError, match=r"examples\.json: not UTF-8 text"):
+        call_command("batch_instructions", str(batch.pk), "--examples", str(path))
 
 
 def test_the_command_says_when_there_is_nothing_to_show(tiny):

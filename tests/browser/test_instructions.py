@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from annotation.instructions import instructions_examples_propose
-from annotation.models import Assignment
+from annotation.models import Assignment, Caption, Dataset, Image
 
 from . import test_hit_page as hit_page
 from . import test_mturk_hit as mturk_hit
@@ -168,3 +168,41 @@ def test_the_wizard_fills_the_examples_with_the_proposal_for_the_dataset(
     page.locator("#instructions-examples").screenshot(
         path=screenshots_dir / "instructions-wizard.png"
     )
+
+
+def test_a_late_proposal_for_a_dataset_left_behind_never_fills_the_rows(
+    new_page, users, dataset, annotators
+):
+    # Ids repeat across datasets: the late answer for the first dataset must not land on the
+    # rows of the second, where its ids would pair another image with another caption.
+    other = Dataset.objects.create(name="other")
+    for i in range(4):
+        image = Image.objects.create(dataset=other, ext_id=i)
+        Caption.objects.create(dataset=other, ext_id=100 + i, image=image, text=f"caption {i}")
+    wanted = {e.level.value: e for e in instructions_examples_propose(dataset=other)}
+    page = new_page()
+    log_in_with_keyboard(page, "admin")
+    held = []
+
+    def hold_the_first_datasets(route):
+        if f"dataset={dataset.pk}&" in route.request.url:
+            held.append(route)  # answered only once the other dataset's proposal is in
+        else:
+            route.continue_()
+
+    page.route("**/batches/new/instructions/*", hold_the_first_datasets)
+    page.goto(f"/batches/new/?dataset={dataset.pk}")
+    page.wait_for_function("() => document.getElementById('examples-status').textContent")
+    assert len(held) == 1
+    page.locator("#id_dataset").select_option(str(other.pk))
+    page.locator("#instructions-examples[data-ready]").wait_for(state="attached")
+    with page.expect_response(lambda response: f"dataset={dataset.pk}&" in response.url):
+        held[0].continue_()
+    page.wait_for_timeout(300)  # the late answer is read, then dropped
+    yes = page.locator(".example-row[data-level=yes]")
+    assert yes.get_by_label("Caption id").input_value() == str(wanted["yes"].caption)
+    assert (
+        page.locator(".example-row[data-level=weak_yes]").get_by_label("Image id").input_value()
+        == ""
+    )
+    assert "proposed for this dataset" in page.locator("#examples-status").inner_text()

@@ -212,6 +212,10 @@ def test_the_wizard_has_a_row_per_answer_and_the_proposal_endpoint(users, datase
     proposal = staff.get(url, {"dataset": dataset.pk, "seed": 1}).json()["examples"]
     assert [e["level"] for e in proposal] == ["yes", "weak_yes", "weak_no", "no"]
     assert staff.get(url, {"dataset": "x"}).status_code == 400
+    # A seed that is not a plain number proposes as seed 0 (not a crash).
+    seed_0 = staff.get(url, {"dataset": dataset.pk, "seed": 0}).json()
+    for seed in ("²", "-3", "x"):
+        assert staff.get(url, {"dataset": dataset.pk, "seed": seed}).json() == seed_0
 
 
 def test_the_wizard_saves_the_admins_examples_as_version_1(users, dataset, annotators):
@@ -255,6 +259,11 @@ def test_empty_rows_in_the_wizard_save_the_proposal(users, dataset, annotators):
         ),
         ({"examples-weak_yes_image": "3"}, "Give both an image id and a caption id"),
         ({"examples-yes_caption": "two"}, "Enter a whole number."),
+        # Beyond the database's 64-bit ids: a form error, not a crash in the query.
+        (
+            example_fields(yes=(10**30, 11, "")),
+            "Ensure this value is less than or equal to 9223372036854775807.",
+        ),
     ],
 )
 def test_bad_examples_are_a_form_error_and_create_no_batch(

@@ -3,18 +3,17 @@ publish button, the minimum-wage setting and the "Pay top-ups" action (Stubber).
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from botocore.stub import Stubber
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.models import HIT, Batch
-from annotation.mturk.protocol import SANDBOX_ENDPOINT
 from annotation.wages import NO_ESTIMATE
 from tests.annotation.wage_factories import approved_work, mturk_worker, platform_worker
+from tests.frontend import test_mturk_pages as mturk_pages
 
 pytestmark = pytest.mark.django_db
+mturk_api = mturk_pages.mturk_api  # the Stubber fixture, shared
 
 
 @pytest.fixture(autouse=True)
@@ -32,20 +31,6 @@ def staff(client):
     user = get_user_model().objects.create_user("boss", password="pw-boss-123", is_staff=True)
     client.force_login(user)
     return client
-
-
-@pytest.fixture
-def mturk_api(monkeypatch):
-    api = boto3.client(
-        "mturk",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        endpoint_url=SANDBOX_ENDPOINT,
-    )
-    monkeypatch.setattr("annotation.mturk.client.mturk_client", lambda **kwargs: api)
-    with Stubber(api) as stub:
-        yield stub
 
 
 def batch_url(batch: Batch) -> str:

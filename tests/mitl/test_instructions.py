@@ -74,6 +74,8 @@ def test_an_example_round_trips_through_its_json():
         ([{"level": "yes", "image": "1", "caption": 2}], "example 1 (yes): `image` must be"),
         ([{"level": "yes", "image": 1, "caption": -2}], "`caption` must be the dataset's caption"),
         ([{"level": "yes", "image": True, "caption": 2}], "`image` must be"),
+        # Larger than the database's 64-bit ids: refused here, not a crash in the query.
+        ([{"level": "yes", "image": 2**63, "caption": 2}], "a whole number from 0 to"),
         ([{"level": "yes", "image": 1, "caption": 2, "colour": "red"}], "unknown key 'colour'"),
         ([{"level": "yes", "image": 1, "caption": 2, "note": 5}], "`note` must be text"),
         (
@@ -220,4 +222,21 @@ def test_the_note_names_the_wrong_detail_and_what_the_image_shows():
     assert example.note == (
         "The squares on the left are red, not green. The image shows two large red squares on "
         "the left and one small blue circle on the right."
+    )
+
+
+def test_a_wrong_shape_is_named_in_the_singular_for_one_object():
+    scene = Scene(image_id=1, groups=(ObjectGroup("circle", "red", 1, "large", "left"),))
+    caption = CaptionSpec(
+        caption_id=9,
+        image_id=1,
+        phrases=(Phrase("square", "red", 1, "left"),),
+        text="A red square on the left.",
+    )
+    dataset = SyntheticDataset(seed=0, scenes=(scene,), captions=(caption,))
+    (example,) = synthetic_examples(dataset)
+    assert (example.level, example.wrong_concepts) == (Level.WEAK_NO, ("species",))
+    assert example.note == (
+        "The red shape on the left is a circle, not a square. The image shows one large red "
+        "circle on the left."
     )

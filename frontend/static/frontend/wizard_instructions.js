@@ -6,6 +6,7 @@ const section = document.getElementById("instructions-examples");
 const form = document.getElementById("wizard");
 const status = document.getElementById("examples-status");
 const PREFIX = "examples";
+let latest = 0; // the last proposal asked for: an earlier answer arriving late is dropped
 
 function field(level, name) {
   return form.elements[`${PREFIX}-${level}_${name}`];
@@ -50,6 +51,7 @@ async function propose() {
     return;
   }
   const query = new URLSearchParams({ dataset, seed: form.elements.seed?.value || "0" });
+  const asked = ++latest;
   status.textContent = "Proposing…";
   try {
     const response = await fetch(`${section.dataset.proposalUrl}?${query}`, {
@@ -57,11 +59,15 @@ async function propose() {
       credentials: "same-origin",
     });
     const body = await response.json();
+    // The dataset changed meanwhile: these ids are another dataset's (ids repeat across
+    // datasets, so they could pass the server's check and pair the wrong image and caption).
+    if (asked !== latest) return;
     if (!response.ok) throw new Error(body.detail ?? response.statusText);
     fill(body.examples);
     status.textContent = `${body.examples.length} example(s) proposed for this dataset.`;
     section.dataset.ready = "1"; // the browser test waits for it
   } catch (error) {
+    if (asked !== latest) return;
     status.textContent = `No proposal (${error.message}): fill the rows or leave them empty.`;
   }
 }

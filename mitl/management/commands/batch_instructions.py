@@ -62,9 +62,11 @@ class Command(BaseCommand):
 
 
 def _json_file(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
+    try:  # bytes: JSON's own encodings (UTF-8, with or without a BOM), whatever the locale
+        return json.loads(path.read_bytes())
     except OSError as exc:
         raise CommandError(f"{path}: cannot read ({exc.strerror})") from exc
     except json.JSONDecodeError as exc:
         raise CommandError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc

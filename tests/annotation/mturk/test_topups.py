@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from annotation.models import HIT, Assignment, Batch, items_shown_to
+from annotation.mturk import payments
 from annotation.mturk.errors import MTurkError
 from annotation.mturk.hit_page import mturk_assignment_open, mturk_assignment_submit
 from annotation.mturk.payments import mturk_bonus_send
@@ -88,6 +89,28 @@ def expect_topup(stub, worker_id: str, assignment_id: str, amount: str, reason: 
     )
 
 
+def expect_bonus_listing(stub, assignment_id: str, payments: list[dict]) -> None:
+    stub.add_response(
+        "list_bonus_payments",
+        {"BonusPayments": payments, "NumResults": len(payments)},
+        {"AssignmentId": assignment_id, "MaxResults": 100},
+    )
+
+
+def crash_after_mturk_answers(monkeypatch, token: str) -> None:
+    """Make the write that notes `token` as paid fail, as if the process died right there."""
+    real = payments.state_update
+
+    def flaky(batch_id, mutate):
+        trial = dict(Batch.objects.get(pk=batch_id).mturk or {})
+        mutate(trial)
+        if token in trial.get("bonuses", {}):
+            raise RuntimeError("the worker process died")
+        return real(batch_id, mutate)
+
+    monkeypatch.setattr(payments, "state_update", flaky)
+
+
 def test_top_ups_are_paid_once_each_with_their_own_token_beside_a_manual_bonus(
     approved_on_mturk, client, stub
 ):
@@ -148,10 +171,37 @@ def test_a_refused_top_up_says_how_many_went_out_and_a_rerun_pays_the_rest(
         r"for 3A03: .*Insufficient funds.*Run it again to pay the rest",
     ):
         mturk_topups_pay(batch=approved_on_mturk, client=client)
+    # Was it paid after all (an answer lost on the way)? MTurk lists no bonus of that amount
+    # and reason for 3A03 (another one is not it): it is sent again.
+    other = {"WorkerId": "A1W3", "BonusAmount": "0.07", "AssignmentId": "3A03", "Reason": "Hi"}
+    expect_bonus_listing(stub, "3A03", [other])
     expect_topup(stub, "A1W3", "3A03", "0.07", REASON_3A03)
     result = mturk_topups_pay(batch=approved_on_mturk, client=client)
     stub.assert_no_pending_responses()
     assert result == TopUpResult(paid=1, already=1, total=Decimal("0.07"))
+
+
+def test_a_top_up_paid_by_a_run_that_died_before_noting_it_is_never_sent_again(
+    approved_on_mturk, client, stub, monkeypatch
+):
+    # MTurk pays 3A02's top-up, and the run dies before writing it down.
+    expect_topup(stub, "A1W2", "3A02", "0.13", REASON_3A02)
+    crash_after_mturk_answers(monkeypatch, "mitl-topup-3A02")
+    with pytest.raises(RuntimeError):
+        mturk_topups_pay(batch=approved_on_mturk, client=client)
+    monkeypatch.undo()
+    # The rerun asks MTurk first (its UniqueRequestToken protects for 24 hours only): the
+    # bonus is listed, so it is noted as paid and only 3A03's is sent.
+    paid = {"WorkerId": "A1W2", "BonusAmount": "0.13", "AssignmentId": "3A02"}
+    expect_bonus_listing(stub, "3A02", [paid | {"Reason": REASON_3A02}])
+    expect_topup(stub, "A1W3", "3A03", "0.07", REASON_3A03)
+    result = mturk_topups_pay(batch=approved_on_mturk, client=client)
+    stub.assert_no_pending_responses()
+    assert result == TopUpResult(paid=1, already=1, total=Decimal("0.07"))
+    state = Batch.objects.get(pk=approved_on_mturk.pk).mturk
+    assert sorted(state["bonuses"]) == ["mitl-topup-3A02", "mitl-topup-3A03"]
+    assert state["bonuses"]["mitl-topup-3A02"]["amount"] == "0.13"
+    assert state["bonuses_pending"] == {}
 
 
 def publish_all(batch: Batch, client, stub) -> list[str]:

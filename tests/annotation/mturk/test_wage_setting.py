@@ -21,6 +21,12 @@ def test_the_minimum_wage_defaults_to_15_dollars_and_parses_as_money():
         parse_hit_type_settings({"min_hourly_wage": "15.005"})
     with pytest.raises(MTurkInputError, match="`min_hourly_wage` must be a dollar amount"):
         parse_hit_type_settings({"min_hourly_wage": "fifteen"})
+    # Too large to quantize to cents: a message, not decimal.InvalidOperation (a 500).
+    with pytest.raises(MTurkInputError, match=r"`min_hourly_wage` must be below \$1,000,000,000"):
+        parse_hit_type_settings({"min_hourly_wage": "1e100"})
+    assert parse_hit_type_settings({"min_hourly_wage": "999999999.99"}).min_hourly_wage == (
+        Decimal("999999999.99")
+    )
 
 
 def test_the_minimum_wage_round_trips_through_json_and_stays_off_mturk():
