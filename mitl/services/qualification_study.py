@@ -20,14 +20,17 @@ from annotation.models import (
     Batch,
     BatchState,
     Dataset,
+    ItemRole,
+    Judgement,
     QualificationAnswer,
     QualificationAttempt,
 )
 from mitl.config import batch_config
+from mitl.judgements import POSITIVE_LEVELS, Level
 
 from .pipeline import batch_cancel, batch_create, batch_run_until
 from .progress import ProgressListener
-from .simulate import crowd_simulate_reviewed
+from .simulate import crowd_simulate_reviewed, truth_source
 
 # Small enough for the demo's minute, large enough for rates over about a hundred HITs.
 STUDY_BATCH: dict[str, Any] = {
@@ -58,6 +61,10 @@ class ArmResult:
     workers_tried: int = 0  # took the qualification round
     workers_passed: int = 0
     practice_answers: int = 0  # qualification pairs answered, every try counted
+    # Approved answers to the pairs being judged (not goldens), and how many of them fall
+    # on the truth's side of YES / NO: the data the release is made of.
+    task_answers: int = 0
+    task_answers_right: int = 0
 
     @property
     def golden_failure_rate(self) -> float:
@@ -66,6 +73,10 @@ class ArmResult:
     @property
     def rejection_rate(self) -> float:
         return self.rejected / self.submitted if self.submitted else 0.0
+
+    @property
+    def task_accuracy(self) -> float:
+        return self.task_answers_right / self.task_answers if self.task_answers else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +90,8 @@ class ArmResult:
             "workers_tried": self.workers_tried,
             "workers_passed": self.workers_passed,
             "practice_answers": self.practice_answers,
+            "task_answers": self.task_answers,
+            "task_accuracy": round(self.task_accuracy, 4),
         }
 
 
@@ -121,6 +134,7 @@ def qualification_study(
 def _arm_result(label: str, batch: Batch) -> ArmResult:
     submitted = Assignment.objects.filter(hit__batch=batch, submitted_at__isnull=False)
     attempts = QualificationAttempt.objects.filter(batch=batch)
+    answers, right = _task_answers_right(batch)
     return ArmResult(
         label=label,
         batch_id=batch.pk,
@@ -130,16 +144,37 @@ def _arm_result(label: str, batch: Batch) -> ArmResult:
         workers_tried=attempts.values("worker").distinct().count(),
         workers_passed=attempts.filter(passed=True).values("worker").distinct().count(),
         practice_answers=QualificationAnswer.objects.filter(attempt__batch=batch).count(),
+        task_answers=answers,
+        task_answers_right=right,
     )
+
+
+def _task_answers_right(batch: Batch) -> tuple[int, int]:
+    """Count the approved answers to the batch's task pairs, and those the truth agrees with
+    on YES against NO."""
+    truth = truth_source(batch=batch, oracle_dir=None)
+    rows = Judgement.objects.filter(
+        assignment__hit__batch=batch,
+        assignment__status=AssignmentStatus.APPROVED,
+        item__role=ItemRole.TASK,
+    ).values_list("level", "item__image__ext_id", "item__caption__ext_id")
+    answers = right = 0
+    for level, image, caption in rows:
+        answers += 1
+        right += (Level(level) in POSITIVE_LEVELS) == truth(image, caption).is_positive
+    return answers, right
 
 
 def study_table(arms: Sequence[ArmResult]) -> str:
     """Return the arms as the demo prints them, one line each."""
-    lines = [f"{'':24} {'HITs done':>9} {'golden failed':>14} {'rejected':>9}  workers passed"]
+    lines = [
+        f"{'':24} {'HITs done':>9} {'golden failed':>14} {'rejected':>9} "
+        f"{'answers right':>14}  workers passed"
+    ]
     for arm in arms:
         passed = f"{arm.workers_passed}/{arm.workers_tried}" if arm.workers_tried else "(no round)"
         lines.append(
-            f"{arm.label:24} {arm.submitted:>9} {arm.golden_failure_rate:>13.1%} "
-            f"{arm.rejection_rate:>8.1%}  {passed}"
+            f"{arm.label:24} {arm.submitted:>9} {arm.golden_failure_rate:>14.1%} "
+            f"{arm.rejection_rate:>9.1%} {arm.task_accuracy:>14.1%}  {passed}"
         )
     return "\n".join(lines)

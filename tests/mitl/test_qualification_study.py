@@ -10,6 +10,7 @@ from annotation.models import (
     Batch,
     BatchState,
     HITItem,
+    Judgement,
     QualificationAnswer,
     QualificationAttempt,
     Worker,
@@ -89,6 +90,13 @@ def test_the_study_judges_the_same_hits_with_and_without_the_round(
         assert arm.submitted == submitted.count() > 0
         assert arm.golden_failed == submitted.filter(golden_passed=False).count()
         assert arm.rejected == submitted.filter(status="rejected").count()
+        approved_tasks = Judgement.objects.filter(
+            assignment__hit__batch_id=arm.batch_id,
+            assignment__status="approved",
+            item__role="task",
+        )
+        assert arm.task_answers == approved_tasks.count() > 0
+        assert 0.5 < arm.task_accuracy <= 1.0
         # As built: a golden the crowd kept failing may have been replaced since.
         built = HITItem.objects.filter(hit__batch_id=arm.batch_id, added_after__isnull=True)
         layouts.append(
@@ -117,10 +125,16 @@ def test_rates_and_table_are_computed_from_the_counts():
         workers_tried=16,
         workers_passed=12,
         practice_answers=200,
+        task_answers=300,
+        task_answers_right=270,
     )
     assert arm.golden_failure_rate == 0.15 and arm.rejection_rate == 0.125
+    assert arm.task_accuracy == 0.9
     empty = ArmResult("without qualification", 2, submitted=0, golden_failed=0, rejected=0)
     assert empty.rejection_rate == 0.0
     table = study_table([empty, arm]).splitlines()
     assert table[1].split()[-1] == "round)"
-    assert "15.0%" in table[2] and "12.5%" in table[2] and table[2].endswith("12/16")
+    assert table[2].split()[-4:] == ["15.0%", "12.5%", "90.0%", "12/16"]
+    # Every figure sits under its heading.
+    for heading, value in (("failed", "15.0%"), ("rejected", "12.5%"), ("right", "90.0%")):
+        assert table[0].index(heading) + len(heading) == table[2].index(value) + len(value)
