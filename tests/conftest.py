@@ -137,3 +137,24 @@ def annotating_batch(batch):
     assert batch_run_until(batch_id=batch.pk, until="annotating") == "annotating"
     batch.refresh_from_db()
     return batch
+
+
+@pytest.fixture
+def mturk_api(monkeypatch):
+    """The real boto3 MTurk client behind a Stubber, handed to every service that asks
+    `annotation.mturk.client` for one: requests are checked against the service model."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from annotation.mturk.protocol import SANDBOX_ENDPOINT
+
+    api = boto3.client(
+        "mturk",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        endpoint_url=SANDBOX_ENDPOINT,
+    )
+    monkeypatch.setattr("annotation.mturk.client.mturk_client", lambda **kwargs: api)
+    with Stubber(api) as stub:
+        yield stub

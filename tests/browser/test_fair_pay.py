@@ -4,13 +4,10 @@ var/screenshots/fair_pay_*.png."""
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from botocore.stub import Stubber
 from django.contrib.auth import get_user_model
 
 from annotation.models import HIT, Batch
-from annotation.mturk.protocol import SANDBOX_ENDPOINT
 from tests.annotation.wage_factories import approved_work, mturk_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -18,23 +15,9 @@ PASSWORD = "a long admin password"
 
 
 @pytest.fixture
-def mturk_api(monkeypatch, settings):
-    settings.MTURK_EXTERNAL_BASE_URL = "https://mitl.example.org"
-    api = boto3.client(
-        "mturk",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        endpoint_url=SANDBOX_ENDPOINT,
-    )
-    monkeypatch.setattr("annotation.mturk.client.mturk_client", lambda **kwargs: api)
-    with Stubber(api) as stub:
-        yield stub
-
-
-@pytest.fixture
-def paid_on_mturk(annotating_batch) -> Batch:
+def paid_on_mturk(annotating_batch, settings) -> Batch:
     """Published on the sandbox; three approved, confirmed MTurk assignments on HIT 0 and 1."""
+    settings.MTURK_EXTERNAL_BASE_URL = "https://mitl.example.org"
     for hit in annotating_batch.hits.all():
         HIT.objects.filter(pk=hit.pk).update(external_id=f"3HIT{hit.pk:026d}")
     Batch.objects.filter(pk=annotating_batch.pk).update(

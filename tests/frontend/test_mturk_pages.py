@@ -9,16 +9,14 @@ from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlencode
 
-import boto3
 import pytest
-from botocore.stub import Stubber
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
 from annotation.models import HIT, Assignment, Batch, HITItem, Judgement, Worker
 from annotation.mturk.links import hit_page_path, image_path
-from annotation.mturk.protocol import PREVIEW_ASSIGNMENT_ID, SANDBOX_ENDPOINT
+from annotation.mturk.protocol import PREVIEW_ASSIGNMENT_ID
 
 pytestmark = pytest.mark.django_db
 
@@ -332,21 +330,6 @@ def test_a_signed_image_does_not_reveal_its_stored_file_name(client, published):
 @pytest.fixture
 def staff(db):
     return get_user_model().objects.create_user("boss", password=PASSWORD, is_staff=True)
-
-
-@pytest.fixture
-def mturk_api(monkeypatch):
-    """The real boto3 client behind a Stubber, handed to the services the page calls."""
-    api = boto3.client(
-        "mturk",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        endpoint_url=SANDBOX_ENDPOINT,
-    )
-    monkeypatch.setattr("annotation.mturk.client.mturk_client", lambda **kwargs: api)
-    with Stubber(api) as stub:
-        yield stub
 
 
 def batch_page(batch: Batch) -> str:

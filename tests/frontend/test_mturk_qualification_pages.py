@@ -4,15 +4,13 @@ client behind botocore's Stubber); and the signed images of MTurk's test."""
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from botocore.stub import ANY, Stubber
+from botocore.stub import ANY
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.models import Batch, Caption, QualificationPair
 from annotation.mturk.links import qualification_image_path
-from annotation.mturk.protocol import SANDBOX_ENDPOINT
 
 pytestmark = pytest.mark.django_db
 
@@ -22,21 +20,6 @@ QUAL_ID = "3QUAL00000000000000000000000001"
 @pytest.fixture(autouse=True)
 def _mturk_settings(settings):
     settings.MTURK_EXTERNAL_BASE_URL = "https://mitl.example.org"
-
-
-@pytest.fixture
-def mturk_api(monkeypatch):
-    """The real boto3 client behind a Stubber, handed to the services the page calls."""
-    api = boto3.client(
-        "mturk",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        endpoint_url=SANDBOX_ENDPOINT,
-    )
-    monkeypatch.setattr("annotation.mturk.client.mturk_client", lambda **kwargs: api)
-    with Stubber(api) as stub:
-        yield stub
 
 
 @pytest.fixture

@@ -10,10 +10,8 @@ from django.urls import reverse
 from annotation.models import HIT, Batch
 from annotation.wages import NO_ESTIMATE
 from tests.annotation.wage_factories import approved_work, mturk_worker, platform_worker
-from tests.frontend import test_mturk_pages as mturk_pages
 
 pytestmark = pytest.mark.django_db
-mturk_api = mturk_pages.mturk_api  # the Stubber fixture, shared
 
 
 @pytest.fixture(autouse=True)
@@ -129,7 +127,7 @@ def test_staff_pay_the_top_ups_from_the_mturk_page_once(staff, published, mturk_
     approved_work(h0, mturk_worker("A1FAST"), 90, assignment_id="3AFAST")
     approved_work(h0, mturk_worker("A1SLOW"), 150, assignment_id="3ASLOW")
     html = staff.get(mturk_url(published)).content.decode()
-    assert "1 top-ups due, <strong>$0.13</strong> in all ($0.00 paid before)." in html
+    assert "1 top-up due, <strong>$0.13</strong> in all ($0.00 paid before)." in html
     assert "Pay top-ups ($0.13)" in html
     mturk_api.add_response(
         "send_bonus",
