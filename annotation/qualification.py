@@ -22,8 +22,8 @@ import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
-from mitl.config import batch_config
-from mitl.hits import PackingError, Role, golden_replacement
+from mitl.config import BatchConfig, batch_config
+from mitl.hits import ItemSpec, PackingError, Role, golden_replacement
 from mitl.judgements import Level
 from mitl.qualification import (
     NEGATIVE_NOTE,
@@ -150,28 +150,7 @@ def qualification_pairs_draw(*, batch: Batch) -> int:
         on_page = set(
             HITItem.objects.filter(hit__batch_id=batch.pk).values_list("image_id", "caption_id")
         )
-        pool = golden_pool(batch_id=batch.pk, dataset_id=batch.dataset_id)
-        queries = sorted(pool.negatives)
-        matches, _ = qualification_mix(config.qualification_pairs)
-        drawn = []
-        for index in range(config.qualification_pairs):
-            role = Role.GOLDEN_TP if index < matches else Role.GOLDEN_TN
-            try:
-                drawn.append(
-                    golden_replacement(
-                        role,
-                        pool=pool,
-                        queries=queries,
-                        on_page=on_page,  # the draw adds its pair: no pair twice
-                        seed=[config.seed, _SEED_TAG, index],
-                    )
-                )
-            except PackingError as exc:
-                raise ServiceError(
-                    f"batch {batch.pk}: cannot draw {config.qualification_pairs} qualification "
-                    f"pairs ({exc}); choose them instead: "
-                    f"python manage.py batch_qualification {batch.pk} --pairs FILE.csv"
-                ) from exc
+        drawn = _round_draw(batch, config, on_page)
         positions = np.random.default_rng([config.seed, _SEED_TAG]).permutation(len(drawn))
         QualificationPair.objects.bulk_create(
             [
@@ -188,6 +167,33 @@ def qualification_pairs_draw(*, batch: Batch) -> int:
             ]
         )
     return len(drawn)
+
+
+def _round_draw(batch: Batch, config: BatchConfig, on_page: set[tuple[int, int]]) -> list[ItemSpec]:
+    """Draw the round's matches, then its mismatches, as goldens are drawn, off `on_page`."""
+    pool = golden_pool(batch_id=batch.pk, dataset_id=batch.dataset_id)
+    queries = sorted(pool.negatives)
+    matches, _ = qualification_mix(config.qualification_pairs)
+    drawn = []
+    for index in range(config.qualification_pairs):
+        role = Role.GOLDEN_TP if index < matches else Role.GOLDEN_TN
+        try:
+            drawn.append(
+                golden_replacement(
+                    role,
+                    pool=pool,
+                    queries=queries,
+                    on_page=on_page,  # the draw adds its pair: no pair twice
+                    seed=[config.seed, _SEED_TAG, index],
+                )
+            )
+        except PackingError as exc:
+            raise ServiceError(
+                f"batch {batch.pk}: cannot draw {config.qualification_pairs} qualification "
+                f"pairs ({exc}); choose them instead: "
+                f"python manage.py batch_qualification {batch.pk} --pairs FILE.csv"
+            ) from exc
+    return drawn
 
 
 def qualification_pairs_set(*, batch: Batch, pairs: Sequence[QualificationPairInput]) -> int:

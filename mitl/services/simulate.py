@@ -127,13 +127,7 @@ def crowd_simulate(
         seed=seed if crowd_seed is None else crowd_seed,
         learning_share=learning_share,
     )
-    workers = [
-        worker_simulated_get_or_create(
-            name=p.name,
-            profile={"accuracy": p.accuracy, "careless": p.careless, "learning": p.learning_gain},
-        )
-        for p in profiles
-    ]
+    workers = _crowd_workers(profiles)
     rng = np.random.default_rng([seed, batch.pk])
     allowed, trained = _crowd_admitted(batch, workers, profiles, rng)
     hits = list(
@@ -170,6 +164,17 @@ def crowd_simulate(
         qualified=len(allowed) if config.qualification_required else 0,
         not_qualified=len(workers) - len(allowed),
     )
+
+
+def _crowd_workers(profiles: list[WorkerProfile]) -> list[Worker]:
+    """Return the simulated workers of these profiles, created the first time."""
+    return [
+        worker_simulated_get_or_create(
+            name=p.name,
+            profile={"accuracy": p.accuracy, "careless": p.careless, "learning": p.learning_gain},
+        )
+        for p in profiles
+    ]
 
 
 def _crowd_admitted(
