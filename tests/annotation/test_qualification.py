@@ -29,18 +29,20 @@ from annotation.models import (
 )
 from annotation.qualification import (
     AnswerFeedback,
-    QualificationPairError,
-    QualificationPairInput,
     QualificationStatus,
     qualification_answer_feedback,
     qualification_answer_record,
     qualification_attempt_open,
     qualification_pair_next,
+    qualification_progress,
+    qualification_status,
+)
+from annotation.qualification_pairs import (
+    QualificationPairError,
+    QualificationPairInput,
     qualification_pairs_draw,
     qualification_pairs_parse,
     qualification_pairs_set,
-    qualification_progress,
-    qualification_status,
 )
 from annotation.review import worker_block
 from mitl.config import batch_config

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
 from annotation.models import Batch
-from annotation.qualification import (
+from annotation.qualification_pairs import (
     QualificationPairError,
     QualificationPairInput,
     qualification_pairs_draw,
