@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation.models import HIT, Batch
+from annotation.models import Batch
 from tests.annotation.wage_factories import approved_work, mturk_worker
+from tests.mturk_published import published_on_sandbox
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PASSWORD = "a long admin password"
@@ -18,11 +19,7 @@ PASSWORD = "a long admin password"
 def paid_on_mturk(annotating_batch, settings) -> Batch:
     """Published on the sandbox; three approved, confirmed MTurk assignments on HIT 0 and 1."""
     settings.MTURK_EXTERNAL_BASE_URL = "https://mitl.example.org"
-    for hit in annotating_batch.hits.all():
-        HIT.objects.filter(pk=hit.pk).update(external_id=f"3HIT{hit.pk:026d}")
-    Batch.objects.filter(pk=annotating_batch.pk).update(
-        mturk={"environment": "sandbox", "hit_type_id": "3TYPE1"}
-    )
+    published_on_sandbox(annotating_batch, hit_type_id="3TYPE1")
     h0, h1, *_ = annotating_batch.hits.order_by("index")
     approved_work(h0, mturk_worker("A1QUICK"), 90, assignment_id="3AQUICK")
     approved_work(h0, mturk_worker("A1STEADY"), 120, assignment_id="3ASTEADY")

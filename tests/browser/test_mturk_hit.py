@@ -15,9 +15,10 @@ from urllib.parse import parse_qs, urlencode
 
 import pytest
 
-from annotation.models import HIT, Assignment, Batch, HITItem, Judgement
+from annotation.models import HIT, Assignment, HITItem, Judgement
 from annotation.mturk.links import hit_page_path
 from annotation.mturk.protocol import PREVIEW_ASSIGNMENT_ID
+from tests.mturk_published import published_on_sandbox
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -79,10 +80,7 @@ def fake_mturk(settings):
 
 @pytest.fixture
 def published(annotating_batch):
-    for hit in annotating_batch.hits.all():
-        HIT.objects.filter(pk=hit.pk).update(external_id=f"3HIT{hit.pk:026d}")
-    Batch.objects.filter(pk=annotating_batch.pk).update(mturk={"environment": "sandbox"})
-    return annotating_batch.hits.order_by("index").first()
+    return published_on_sandbox(annotating_batch).hits.order_by("index").first()
 
 
 def frame_refused(page, seconds: float = 10.0) -> bool:

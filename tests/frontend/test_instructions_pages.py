@@ -18,6 +18,7 @@ from annotation.mturk.links import hit_page_path, instructions_image_path
 from annotation.mturk.protocol import PREVIEW_ASSIGNMENT_ID
 from mitl.instructions import content_examples
 from tests.frontend.test_dashboard import wizard_post
+from tests.mturk_published import published_on_sandbox
 
 pytestmark = pytest.mark.django_db
 
@@ -136,10 +137,7 @@ def test_work_without_instructions_has_no_example_images(first, users):
 @pytest.fixture
 def published(annotating_batch, settings) -> Batch:
     settings.MTURK_ALLOWED_SUBMIT_HOSTS = []
-    for hit in annotating_batch.hits.all():
-        HIT.objects.filter(pk=hit.pk).update(external_id=f"3HIT{hit.pk:026d}")
-    Batch.objects.filter(pk=annotating_batch.pk).update(mturk={"environment": "sandbox"})
-    return annotating_batch
+    return published_on_sandbox(annotating_batch)
 
 
 def mturk_page(hit: HIT, assignment: str, worker: str = "A1WORKER") -> str:

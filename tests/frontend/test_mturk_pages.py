@@ -17,6 +17,7 @@ from django.urls import reverse
 from annotation.models import HIT, Assignment, Batch, HITItem, Judgement, Worker
 from annotation.mturk.links import hit_page_path, image_path
 from annotation.mturk.protocol import PREVIEW_ASSIGNMENT_ID
+from tests.mturk_published import published_on_sandbox
 
 pytestmark = pytest.mark.django_db
 
@@ -41,13 +42,7 @@ def _mturk_settings(settings, monkeypatch):
 @pytest.fixture
 def published(annotating_batch):
     """The annotating batch as if published on the sandbox (no MTurk call needed here)."""
-    for hit in annotating_batch.hits.all():
-        HIT.objects.filter(pk=hit.pk).update(external_id=f"3HIT{hit.pk:026d}")
-    Batch.objects.filter(pk=annotating_batch.pk).update(
-        mturk={"environment": "sandbox", "hit_type_id": "3TYPE1"}
-    )
-    annotating_batch.refresh_from_db()
-    return annotating_batch
+    return published_on_sandbox(annotating_batch, hit_type_id="3TYPE1")
 
 
 def first_hit(batch: Batch) -> HIT:

@@ -10,6 +10,7 @@ from django.urls import reverse
 from annotation.models import HIT, Batch
 from annotation.wages import NO_ESTIMATE
 from tests.annotation.wage_factories import approved_work, mturk_worker, platform_worker
+from tests.mturk_published import published_on_sandbox
 
 pytestmark = pytest.mark.django_db
 
@@ -113,13 +114,7 @@ def test_the_minimum_wage_is_a_setting_that_may_change_after_publication(staff, 
 @pytest.fixture
 def published(annotating_batch):
     """The annotating batch as if published on the sandbox (no MTurk call needed here)."""
-    for hit in annotating_batch.hits.all():
-        HIT.objects.filter(pk=hit.pk).update(external_id=f"3HIT{hit.pk:026d}")
-    Batch.objects.filter(pk=annotating_batch.pk).update(
-        mturk={"environment": "sandbox", "hit_type_id": "3TYPE1"}
-    )
-    annotating_batch.refresh_from_db()
-    return annotating_batch
+    return published_on_sandbox(annotating_batch, hit_type_id="3TYPE1")
 
 
 def test_staff_pay_the_top_ups_from_the_mturk_page_once(staff, published, mturk_api):
