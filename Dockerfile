@@ -11,6 +11,7 @@ COPY pyproject.toml README.md ./
 COPY config ./config
 COPY annotation ./annotation
 COPY mitl ./mitl
+COPY pipeline ./pipeline
 COPY api ./api
 COPY frontend ./frontend
 COPY manage.py ./

@@ -26,7 +26,7 @@ from typing import IO
 
 from PIL import Image, UnidentifiedImageError
 
-from .parse_common import ImportFileError
+from mitl.formats.common import ImportFileError
 
 # Formats a dataset image may have. Pillow's other plugins (EPS, PSD, ...) are never tried:
 # fewer parsers see untrusted bytes, and EPS would hand them to Ghostscript on load.

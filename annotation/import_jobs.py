@@ -28,13 +28,14 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from mitl.formats.common import ImportFileError
+from mitl.formats.positives import parse_cxc_sits, parse_eccv_positives
+
 from .errors import ServiceError
 from .image_sources import ImageSource, S3ImageSource, ZipImageSource
 from .import_requests import ImportRequestError, Upload, dataset_params, positives_params
 from .import_staging import import_staging_dir, import_staging_new, public_message, upload_stage
 from .models import Dataset, ImportJob, ImportKind, ImportStatus, PositiveSet
-from .parse_common import ImportFileError
-from .positive_parsers import parse_cxc_sits, parse_eccv_positives
 from .services import (
     dataset_import,
     dataset_import_check,

@@ -13,11 +13,12 @@ from typing import Any
 
 from django.core.files.uploadedfile import UploadedFile
 
+from mitl.formats.captions import CAPTION_FORMATS
+from mitl.formats.common import ImportFileError
+
 from .errors import ServiceError
 from .image_sources import s3_uri_parse
 from .models import Dataset, PositiveSet
-from .parse_common import ImportFileError
-from .parsers import CAPTION_FORMATS
 from .services import CXC_MIN_SCORE
 
 Upload = Path | UploadedFile

@@ -60,8 +60,8 @@ def instructions_examples_propose(*, dataset: Dataset, seed: int = 0) -> list[Ex
 
 
 def _synthetic_proposal(dataset: Dataset, seed: int) -> list[Example]:
-    # Imported here: mitl.services.simulate imports the hand-out, which imports this module.
-    from mitl.services.simulate import synthetic_regenerate
+    # Imported here: pipeline.simulate imports the hand-out, which imports this module.
+    from pipeline.simulate import synthetic_regenerate
 
     generated = synthetic_regenerate(dataset=dataset)
     images = set(Image.objects.filter(dataset=dataset).values_list("ext_id", flat=True))

@@ -17,9 +17,13 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
+from mitl.formats.captions import CaptionRow, parse_captions, parse_labels_json
+from mitl.formats.common import ImportFileError
+from mitl.formats.instances import Instance, parse_coco_instances
+from mitl.formats.positives import parse_eccv_positives
+
 from .errors import ServiceError
 from .image_sources import FolderImageSource, ImageSource, name_problem
-from .instance_parsers import Instance, parse_coco_instances
 from .models import (
     Caption,
     Dataset,
@@ -31,9 +35,6 @@ from .models import (
     WorkerSource,
 )
 from .models.dataset import FILE_NAME_MAX
-from .parse_common import ImportFileError
-from .parsers import CaptionRow, parse_captions, parse_labels_json
-from .positive_parsers import parse_eccv_positives
 
 ProgressCallback = Callable[[int, int], None]
 ORIGINAL_SET = "original"
@@ -370,7 +371,7 @@ def positives_import_cxc(
     with `ignore_unknown` dropped. Returns the set and the number of positive pairs dropped.
     """
     # Imported here: this function was appended after the module's shared import block.
-    from .positive_parsers import CXC_SCORE_RANGE, parse_cxc_sits
+    from mitl.formats.positives import CXC_SCORE_RANGE, parse_cxc_sits
 
     low, high = CXC_SCORE_RANGE
     if not low <= min_score <= high:

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.models import MachineAnnotator
-from mitl.services.annotators import annotator_create
+from pipeline.annotators import annotator_create
 
 from .fields import JSONObjectField
 from .permissions import ReadOrStaffWrites

@@ -22,8 +22,8 @@ from annotation.selectors import (
 )
 from mitl.config import BatchConfig, ConfigError, parse_batch_config
 from mitl.costs import CENT, cost_estimate
-from mitl.services.launch import batch_create_with_queries, queries_file_parse
-from mitl.services.pipeline import batch_cancel, batch_start
+from pipeline.launch import batch_create_with_queries, queries_file_parse
+from pipeline.stages import batch_cancel, batch_start
 
 from .fields import JSONObjectField
 from .filters import TextFilter

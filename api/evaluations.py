@@ -17,8 +17,8 @@ from rest_framework.views import APIView
 from annotation.errors import ServiceError
 from annotation.models import Evaluation, Release
 from mitl.evaluation_inputs import DIRECTIONS, EvaluationError, rankings_parse
-from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
-from mitl.services.explain import may_read_explanation, shown_explanation
+from pipeline.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
+from pipeline.explain import may_read_explanation, shown_explanation
 
 from .errors import ErrorSerializer
 from .parsers import JSONParser, size_text
@@ -40,7 +40,7 @@ EXPLANATION_HELP = (
 
 
 class ExplanationSerializer(serializers.Serializer):
-    """A leaderboard row's stored explanation (`mitl.services.explain.evaluation_explanation`)."""
+    """A leaderboard row's stored explanation (`pipeline.explain.evaluation_explanation`)."""
 
     dataset = serializers.CharField()
     concept_sources = serializers.DictField(

@@ -29,8 +29,8 @@ from annotation.import_requests import (
     ImportRequestError,
 )
 from annotation.models import ImportJob, ImportKind
-from annotation.parsers import CAPTION_FORMATS
-from annotation.positive_parsers import CXC_SCORE_RANGE
+from mitl.formats.captions import CAPTION_FORMATS
+from mitl.formats.positives import CXC_SCORE_RANGE
 
 from .fields import StrictChoiceField
 

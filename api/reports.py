@@ -15,8 +15,8 @@ from rest_framework.views import APIView
 from annotation.errors import ServiceError
 from annotation.models import Batch, Dataset
 from mitl.dataset_stats import stats_as_json
-from mitl.services.bias import bias_report_build
-from mitl.services.dataset_stats import dataset_stats_compute
+from pipeline.bias import bias_report_build
+from pipeline.dataset_stats import dataset_stats_compute
 
 from .errors import Conflict, ErrorSerializer
 from .permissions import IsStaff

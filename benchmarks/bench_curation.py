@@ -44,9 +44,9 @@ def strategy_run(
 
     from annotation.models import Batch, Candidate, Judgement
     from mitl.config import batch_config
-    from mitl.services.demo import demo_run
-    from mitl.services.simulate import synthetic_regenerate
     from mitl.synthetic.truth import truth_matrix
+    from pipeline.demo import demo_run
+    from pipeline.simulate import synthetic_regenerate
 
     call_command("migrate", verbosity=0)
     summary = demo_run(seed=seed, strategy=strategy, budget=budget, batch_settings=settings)

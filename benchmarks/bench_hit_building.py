@@ -61,10 +61,10 @@ from annotation.models import (  # noqa: E402
     Proposal,
 )
 from mitl.config import batch_config  # noqa: E402
-from mitl.services.build import hits_build  # noqa: E402
-from mitl.services.bulk import copy_text  # noqa: E402
-from mitl.services.pool import candidates_pool  # noqa: E402
-from mitl.services.progress import StageTracker  # noqa: E402
+from pipeline.build import hits_build  # noqa: E402
+from pipeline.bulk import copy_text  # noqa: E402
+from pipeline.pool import candidates_pool  # noqa: E402
+from pipeline.progress import StageTracker  # noqa: E402
 
 TARGET_RATIO = 2.0
 TARGET_SECONDS = 2.0  # pool + build at the ECCV size, on PostgreSQL

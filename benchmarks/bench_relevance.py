@@ -87,7 +87,7 @@ def eccv_queries() -> tuple[list[int], list[int]]:
 
 def captions_read() -> tuple[list[int], list[int], list[str]]:
     """Return caption ids, their image ids and texts, in file order."""
-    from annotation.parsers import parse_captions_tsv  # no Django needed
+    from mitl.formats.captions import parse_captions_tsv  # no Django needed
 
     rows = parse_captions_tsv(CAPTIONS)
     return [r.caption_id for r in rows], [r.image_id for r in rows], [r.text for r in rows]

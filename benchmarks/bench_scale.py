@@ -84,9 +84,9 @@ def _stages_run(scale: int, workdir: Path, vendor: str, profile_dir: Path | None
 
     from annotation.models import BatchState
     from mitl.config import batch_config
-    from mitl.services.pipeline import stage_run
-    from mitl.services.progress import StageTracker
-    from mitl.services.simulate import crowd_simulate
+    from pipeline.progress import StageTracker
+    from pipeline.simulate import crowd_simulate
+    from pipeline.stages import stage_run
 
     start = time.perf_counter()
     world = world_create(scale=scale, workdir=workdir)

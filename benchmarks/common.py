@@ -82,7 +82,7 @@ def dataset_create(
 def original_positives_create(dataset: Dataset) -> None:
     """Give the dataset its `original` positive set: every caption with its own image."""
     from annotation.models import Caption, PositivePair, PositiveSet, PositiveSource
-    from mitl.services.bulk import POSITIVE_PAIR_FIELDS, rows_insert
+    from pipeline.bulk import POSITIVE_PAIR_FIELDS, rows_insert
 
     original = PositiveSet.objects.create(
         dataset=dataset, name="original", source=PositiveSource.ORIGINAL

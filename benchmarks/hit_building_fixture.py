@@ -23,7 +23,7 @@ from annotation.models import (
     Query,
     Ranking,
 )
-from mitl.services.pipeline import batch_create
+from pipeline.stages import batch_create
 
 # The ECCV Caption run (Chun et al. 2022) on COCO 5K.
 N_IMAGES = 5_000

@@ -68,9 +68,9 @@ def strategy_run(
 ) -> dict[str, Any]:
     """Create the batch on ECCV's queries, let the crowd judge every round, measure it."""
     from annotation.models import Batch, Judgement, PositivePair, Query
-    from mitl.services.aggregate import human_set_name
-    from mitl.services.demo import rounds_run
-    from mitl.services.launch import batch_create_with_queries
+    from pipeline.aggregate import human_set_name
+    from pipeline.demo import rounds_run
+    from pipeline.launch import batch_create_with_queries
 
     batch = batch_create_with_queries(
         dataset=dataset, name=config.get("strategy", "fixed"), raw_config=config, **queries

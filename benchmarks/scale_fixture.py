@@ -22,8 +22,8 @@ from annotation.models import (
     Batch,
     Dataset,
 )
-from mitl.services.annotators import annotator_create
-from mitl.services.pipeline import batch_create
+from pipeline.annotators import annotator_create
+from pipeline.stages import batch_create
 
 BASE_IMAGES = 5_000  # COCO 5K test split, as ECCV Caption
 CAPTIONS_PER_IMAGE = 5

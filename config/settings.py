@@ -111,7 +111,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and ReDoc files served locally, no CDN
     "annotation",
-    "mitl",
+    "pipeline",
     "api",
     "frontend",
 ]

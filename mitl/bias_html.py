@@ -1,4 +1,4 @@
-"""Render a bias report (`mitl.services.bias.bias_report_build`) as HTML with inline SVG charts.
+"""Render a bias report (`pipeline.bias.bias_report_build`) as HTML with inline SVG charts.
 
 The output needs nothing else: the charts (`mitl.bias_charts`) are SVG text inside the page,
 so `bias_report.html` opens anywhere and the same fragment sits inside the web UI. Pure

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from annotation.parsers import parse_captions_tsv
+from mitl.formats.captions import parse_captions_tsv
 
 
 class TrainingDataError(ValueError):

@@ -70,7 +70,7 @@ class BatchConfig:
     # estimate how many positives remain (mitl.curation.estimate).
     estimate_share: float = 0.1
     # The queries of this positive set (its `queries`, e.g. ECCV Caption's) instead of a
-    # random sample; "" = sample (mitl.services.launch.batch_create_with_queries).
+    # random sample; "" = sample (pipeline.launch.batch_create_with_queries).
     queries_from: str = ""
     # Caption proxies (mitl.relevance.proxies) whose graded qrels the release carries and
     # whose graded metrics (nDCG, NCS, semantic recall) the leaderboard shows.

@@ -36,9 +36,9 @@ BATCH_CONFIG = {
 def stage_dataset(folder: Path) -> int:
     """A small synthetic dataset, imported, and the two annotators the batches use."""
     from annotation.services import dataset_import_tsv
-    from mitl.services.annotators import annotator_create
     from mitl.synthetic.files import write
     from mitl.synthetic.generation import generate
+    from pipeline.annotators import annotator_create
 
     write(generate(n_images=48, seed=11), folder)
     dataset = dataset_import_tsv(
@@ -69,7 +69,7 @@ def stage_kills_run(stack, *, stages: list[str]) -> dict[str, Any]:
 
 def _scenario(stack, dataset_id: int, stage: str | None) -> dict[str, Any]:
     from annotation.models import BatchState, Dataset, Release, TaskLease
-    from mitl.services.pipeline import batch_create, batch_start
+    from pipeline.stages import batch_create, batch_start
 
     name = stage or "undisturbed"
     batch = batch_create(
@@ -119,9 +119,9 @@ def _judge_and_close(batch_id: int) -> None:
     """An exact simulated crowd judges every HIT; then annotation is closed on the workers."""
     from annotation.models import Batch, BatchState
     from mitl.config import batch_config
-    from mitl.services.progress import StageTracker
-    from mitl.services.queueing import annotation_close_queue
-    from mitl.services.simulate import crowd_simulate
+    from pipeline.progress import StageTracker
+    from pipeline.queueing import annotation_close_queue
+    from pipeline.simulate import crowd_simulate
 
     batch = Batch.objects.select_related("dataset").get(pk=batch_id)
     crowd_simulate(
@@ -144,7 +144,7 @@ class _Killed(Exception):
 
 
 def _passed(batch) -> set[str]:
-    from mitl.services.pipeline import STAGE_ORDER
+    from pipeline.stages import STAGE_ORDER
 
     batch.refresh_from_db()
     return set(STAGE_ORDER[: STAGE_ORDER.index(batch.state)])

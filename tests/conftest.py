@@ -59,7 +59,7 @@ def dataset(db, synthetic_files: Path):
 @pytest.fixture
 def annotators(db):
     """Two bag-of-words annotators with different settings."""
-    from mitl.services.annotators import annotator_create
+    from pipeline.annotators import annotator_create
 
     return [
         annotator_create(name="tfidf", kind="bow", config={}),
@@ -84,7 +84,7 @@ def small_config() -> dict:
 @pytest.fixture
 def batch(dataset, annotators, small_config):
     """A draft batch on the small dataset."""
-    from mitl.services.pipeline import batch_create
+    from pipeline.stages import batch_create
 
     return batch_create(dataset=dataset, name="small batch", raw_config=small_config)
 
@@ -132,7 +132,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def annotating_batch(batch):
     """The small batch run through retrieval, pooling and HIT building, ready for people."""
-    from mitl.services.pipeline import batch_run_until
+    from pipeline.stages import batch_run_until
 
     assert batch_run_until(batch_id=batch.pk, until="annotating") == "annotating"
     batch.refresh_from_db()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from annotation.models import Batch
 from mitl.config import batch_config
-from mitl.services.pipeline import batch_run_until
-from mitl.services.progress import StageTracker
-from mitl.services.simulate import crowd_simulate
+from pipeline.progress import StageTracker
+from pipeline.simulate import crowd_simulate
+from pipeline.stages import batch_run_until
 
 
 def run_to_release(batch: Batch) -> Batch:

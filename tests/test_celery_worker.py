@@ -142,7 +142,7 @@ def _wait_for_state(batch: Batch, state: str, worker: subprocess.Popen, log: Pat
 
 
 def test_worker_runs_retrieval_pooling_and_building_on_postgres(batch, worker, tmp_path):
-    from mitl.services.pipeline import batch_start
+    from pipeline.stages import batch_start
 
     assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
     batch_start(batch=batch)
@@ -159,8 +159,8 @@ def test_worker_runs_retrieval_pooling_and_building_on_postgres(batch, worker, t
 
 
 def test_a_stage_delivered_twice_changes_nothing(batch, worker, tmp_path):
-    from mitl.services.pipeline import batch_start
-    from mitl.tasks import run_stage
+    from pipeline.stages import batch_start
+    from pipeline.tasks import run_stage
 
     batch_start(batch=batch)
     _wait_for_state(batch, BatchState.ANNOTATING, worker, tmp_path / "worker.log")
@@ -189,9 +189,9 @@ def test_an_adaptive_batch_loops_its_rounds_on_the_worker_until_released(
 ):
     """Every stage of every round, and the simulated crowd between them, run on the worker."""
     from annotation.models import Judgement
-    from mitl.services.autopilot import autopilot_request
-    from mitl.services.pipeline import batch_create, batch_start
-    from mitl.services.queueing import crowd_autopilot_queue
+    from pipeline.autopilot import autopilot_request
+    from pipeline.queueing import crowd_autopilot_queue
+    from pipeline.stages import batch_create, batch_start
 
     batch = batch_create(
         dataset=dataset,
@@ -251,7 +251,7 @@ def _pairs_of(batch: Batch) -> set[tuple[str, int, int]]:
 def test_a_stage_whose_worker_was_killed_is_sent_again_and_ends_as_if_undisturbed(
     batch, dataset, small_config, worker_start, tmp_path, settings
 ):
-    from mitl.services.pipeline import batch_create, batch_run_until, batch_start
+    from pipeline.stages import batch_create, batch_run_until, batch_start
 
     fast = {"TASK_HEARTBEAT_S": "1", "TASK_STALE_S": "3"}
     settings.TASK_HEARTBEAT_S, settings.TASK_STALE_S = 1, 3  # the watchdog's side
@@ -345,7 +345,7 @@ def test_the_watchdog_sends_a_lost_message_again_and_gives_up_after_the_limit(
 
 
 def test_a_task_whose_lease_a_live_worker_holds_does_nothing(batch, worker, tmp_path):
-    from mitl.tasks import run_stage
+    from pipeline.tasks import run_stage
 
     Batch.objects.filter(pk=batch.pk).update(state=BatchState.POOLING)
     now = timezone.now()

@@ -228,7 +228,7 @@ class Modality(models.TextChoices):
 
 
 class Embedding(models.Model):
-    """A cached vector of one item under one annotator version (see mitl/services/embeddings.py).
+    """A cached vector of one item under one annotator version (see pipeline/embeddings.py).
 
     Keyed on the annotator's version: bumping the version makes every old vector invisible,
     so a changed model or checkpoint never mixes with stale vectors.

@@ -97,7 +97,7 @@ class RelevanceCalibration(models.Model):
     )
     report = models.JSONField(
         help_text="Per ratings source (crowd, sits, sts): pairs, the correlation table and "
-        "the recommended proxy (mitl.services.relevance_calibration)."
+        "the recommended proxy (pipeline.relevance_calibration)."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -9,7 +9,7 @@ from django.utils.safestring import mark_safe
 from annotation.errors import ServiceError
 from annotation.models import Batch
 from mitl.bias_html import BIAS_CSS, render_bias_html
-from mitl.services.bias import bias_report_build
+from pipeline.bias import bias_report_build
 
 from .access import staff_required
 

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_http_methods
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Dataset, InvalidReason
-from mitl.services.invalid_captions import (
+from pipeline.invalid_captions import (
     caption_mark_invalid,
     caption_unmark_invalid,
     invalid_captions_review,

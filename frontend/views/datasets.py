@@ -21,10 +21,10 @@ from annotation.models import (
     ImportStatus,
     Release,
 )
-from annotation.parsers import CAPTION_FORMATS
 from annotation.selectors import dataset_rows
+from mitl.formats.captions import CAPTION_FORMATS
 from mitl.relevance.charts import calibration_svg
-from mitl.services.relevance_calibration import latest_calibration
+from pipeline.relevance_calibration import latest_calibration
 
 from .access import staff_required
 

@@ -23,8 +23,8 @@ from mitl.evaluation_inputs import (
     rankings_parse,
 )
 from mitl.explain.html import EXPLAIN_CSS, render_explanation
-from mitl.services.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
-from mitl.services.explain import explanation_image, may_read_explanation, shown_explanation
+from pipeline.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
+from pipeline.explain import explanation_image, may_read_explanation, shown_explanation
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 

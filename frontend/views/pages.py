@@ -17,7 +17,7 @@ from annotation.qualification_selectors import qualification_summary
 from annotation.selectors import batch_curation, batch_progress, diversity_rows
 from annotation.wages import batch_wage_overview
 from mitl.config import batch_config
-from mitl.services.plan import batch_plan
+from pipeline.plan import batch_plan
 
 from .access import staff_required
 

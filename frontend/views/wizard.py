@@ -38,8 +38,8 @@ from mitl.costs import (
     cost_estimate,
 )
 from mitl.relevance.proxies import PROXIES
-from mitl.services.launch import batch_create_with_queries, batch_launch
-from mitl.services.plan import config_plan
+from pipeline.launch import batch_create_with_queries, batch_launch
+from pipeline.plan import config_plan
 
 from .access import staff_required
 from .wizard_instructions import InstructionsExamplesForm
@@ -354,7 +354,7 @@ def batch_plan_preview(request: HttpRequest) -> HttpResponse:
     """The wizard's plan panel: what the typed config would buy per strategy and budget.
 
     Before retrieval, from each annotator's rank slots and the yields of earlier batches on
-    the dataset (`mitl.services.plan.config_plan`); a config the wizard would refuse says
+    the dataset (`pipeline.plan.config_plan`); a config the wizard would refuse says
     why instead.
     """
     form = BatchWizardForm(request.GET)

@@ -1,4 +1,4 @@
-"""Render an `explain` report (`mitl.services.explain_report`) as HTML with inline SVG charts.
+"""Render an `explain` report (`pipeline.explain_report`) as HTML with inline SVG charts.
 
 `render_report` writes one self-contained page (inline CSS, SVG charts, images as data: URIs
 or linked; no script). `render_explanation` is the fragment for one model's {i2t, t2i}

@@ -4,7 +4,7 @@ Pure Python, numpy, scipy and scikit-learn.
 
 Ratings are pairs with a human score, given by id and turned into corpus indexes by
 `image_ratings` / `caption_ratings`: Crisscrossed Captions' image–caption ratings (SITS,
-0–5) and caption–caption ratings (STS), as `annotation.positive_parsers` reads their files,
+0–5) and caption–caption ratings (STS), as `mitl.formats.positives` reads their files,
 or the crowd's answers on the platform (4 levels: 3 = "100% YES" down to 0 = "100% NO",
 averaged per pair).
 A proxy scores an image–caption pair through `mitl.relevance.images.pair_relevance` (both

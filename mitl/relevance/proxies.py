@@ -6,7 +6,7 @@ block, `pairs(left, right)` one value per pair. Values lie in [0, 1] (CIDEr-D is
 10) and a caption scores 1 against itself, except under CIDEr-D when it has fewer than four
 words (the n-gram orders it lacks count 0); image relevance (`mitl.relevance.images`)
 counts a caption's own pair as 1 whatever the proxy. `version` changes whenever a proxy's values
-change, so cached matrices (`mitl.services.relevance`) are never reused across versions.
+change, so cached matrices (`pipeline.relevance`) are never reused across versions.
 """
 
 from __future__ import annotations

@@ -80,9 +80,9 @@ def every_table_filled(released_batch, annotators):
 @pytest.fixture
 def released_batch(batch):
     from mitl.config import batch_config
-    from mitl.services.pipeline import batch_run_until
-    from mitl.services.progress import StageTracker
-    from mitl.services.simulate import crowd_simulate
+    from pipeline.progress import StageTracker
+    from pipeline.simulate import crowd_simulate
+    from pipeline.stages import batch_run_until
 
     batch_run_until(batch_id=batch.pk, until="annotating")
     crowd_simulate(

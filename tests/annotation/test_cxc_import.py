@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 
 from annotation.errors import ServiceError
 from annotation.models import Dataset, PositivePair, PositiveSet
-from annotation.parse_common import ImportFileError
 from annotation.services import dataset_import_tsv, positives_import_cxc
+from mitl.formats.common import ImportFileError
 
 pytestmark = pytest.mark.django_db
 

@@ -17,10 +17,10 @@ from PIL import Image as PILImage
 
 from annotation.errors import ServiceError
 from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
-from annotation.parse_common import ImportFileError
-from annotation.parsers import parse_captions, parse_captions_tsv, parse_labels_json
-from annotation.positive_parsers import parse_cxc_sits, parse_cxc_sts, parse_eccv_positives
 from annotation.services import dataset_import_tsv, positives_import_eccv
+from mitl.formats.captions import parse_captions, parse_captions_tsv, parse_labels_json
+from mitl.formats.common import ImportFileError
+from mitl.formats.positives import parse_cxc_sits, parse_cxc_sts, parse_eccv_positives
 from tests.shared_data import COCO5K_CAPTIONS, needs_coco5k
 
 pytestmark = pytest.mark.django_db

@@ -364,8 +364,8 @@ def test_progress_is_written_at_most_every_interval_and_always_at_the_end(tiny):
 def test_text_only_import_works_and_a_labels_annotator_batch_then_fails_clearly(
     synthetic_files, small_config
 ):
-    from mitl.services.annotators import annotator_create
-    from mitl.services.pipeline import batch_create, batch_run_until
+    from pipeline.annotators import annotator_create
+    from pipeline.stages import batch_create, batch_run_until
 
     captions = SimpleUploadedFile("captions.tsv", (synthetic_files / "captions.tsv").read_bytes())
     job = import_job_create(kind="dataset", params={"name": "text"}, uploads={"captions": captions})

@@ -15,11 +15,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.errors import ServiceError
-from annotation.instance_parsers import parse_coco_instances
 from annotation.models import Caption, Dataset, Image
-from annotation.parse_common import ImportFileError
 from annotation.services import InstancesImported, instances_import
 from mitl.explain.concepts import instances_concepts
+from mitl.formats.common import ImportFileError
+from mitl.formats.instances import parse_coco_instances
 from mitl.synthetic.files import INSTANCES_FILE, write
 from mitl.synthetic.generation import generate
 

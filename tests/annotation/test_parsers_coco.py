@@ -12,9 +12,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Dataset
-from annotation.parse_common import ImportFileError
-from annotation.parsers import CaptionRow, parse_captions, parse_coco_captions, parse_karpathy
 from annotation.services import dataset_import
+from mitl.formats.captions import CaptionRow, parse_captions, parse_coco_captions, parse_karpathy
+from mitl.formats.common import ImportFileError
 
 COCO = {  # the layout of captions_val2014.json (its real ids for the first image)
     "info": {"description": "COCO 2014", "year": 2014},

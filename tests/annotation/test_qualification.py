@@ -48,8 +48,8 @@ from annotation.review import worker_block
 from mitl.config import batch_config
 from mitl.hits import Role, golden_replacement
 from mitl.qualification import NEGATIVE_NOTE, POSITIVE_NOTE
-from mitl.services.build import hits_build
-from mitl.services.progress import StageTracker
+from pipeline.build import hits_build
+from pipeline.progress import StageTracker
 
 from .crowd_factories import T0, all_at_once, batch_make, hit_make, worker_make
 

@@ -91,7 +91,7 @@ def test_pairs_cannot_change_once_a_worker_started(gated, tmp_path):
 
 
 def test_draw_on_a_built_batch_draws_once(dataset, annotators, small_config):
-    from mitl.services.pipeline import batch_create, batch_run_until
+    from pipeline.stages import batch_create, batch_run_until
 
     batch = batch_create(
         dataset=dataset, name="q", raw_config={**small_config, "qualification_pairs": 4}

@@ -29,9 +29,9 @@ from PIL import Image as PILImage
 
 from annotation.image_sources import ImageSourceError, S3ImageSource, image_source_open
 from annotation.models import Caption, Dataset, Image, PositiveSet
-from annotation.parse_common import ImportFileError
 from annotation.services import dataset_import, dataset_import_tsv
-from mitl.services.corpus import corpus_load
+from mitl.formats.common import ImportFileError
+from pipeline.corpus import corpus_load
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "caption_id\timage_id\tfile_name\tcaption"

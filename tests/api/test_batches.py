@@ -9,7 +9,7 @@ import pytest
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, Batch, Query
 from mitl.costs import hits_for
-from mitl.services.pipeline import (
+from pipeline.stages import (
     batch_create,
     batch_run_until,
     next_state,
@@ -115,7 +115,7 @@ def test_cancel_stops_a_draft_batch_and_every_stage_is_a_no_op(staff, batch):
 
 
 def test_a_queued_stage_task_does_nothing_on_a_cancelled_batch(staff, batch, eager_celery):
-    from mitl.tasks import close_annotation, run_stage
+    from pipeline.tasks import close_annotation, run_stage
 
     batch_run_until(batch_id=batch.pk, until="pooling")
     staff.post(f"/api/batches/{batch.pk}/cancel/")

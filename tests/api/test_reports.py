@@ -9,7 +9,7 @@ pytestmark = pytest.mark.django_db
 
 def test_diversity_is_a_409_before_pooling_and_the_report_after(staff, batch):
     early = staff.get(f"/api/batches/{batch.pk}/diversity/")
-    from mitl.services.pipeline import batch_run_until
+    from pipeline.stages import batch_run_until
 
     batch_run_until(batch_id=batch.pk, until="building")
     ready = staff.get(f"/api/batches/{batch.pk}/diversity/")

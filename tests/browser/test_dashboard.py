@@ -35,9 +35,9 @@ from django.contrib.auth import get_user_model
 
 from annotation.models import Batch, Dataset, ImportJob, Release
 from mitl.costs import candidates_at_most, hits_for, mturk_cost
-from mitl.services.annotators import annotator_create
 from mitl.synthetic.files import write
 from mitl.synthetic.generation import generate
+from pipeline.annotators import annotator_create
 from tests.conftest import services_available
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from tests.mitl.test_relevance_service import rated_pairs, sits_file
+from tests.pipeline.test_relevance_service import rated_pairs, sits_file
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

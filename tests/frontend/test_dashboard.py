@@ -25,7 +25,7 @@ from annotation.models import (
     Release,
 )
 from mitl.costs import candidates_at_most, hits_for, mturk_cost
-from mitl.services.autopilot import REPORT_KEY
+from pipeline.autopilot import REPORT_KEY
 
 pytestmark = pytest.mark.django_db
 # Starting a batch or an import queues Celery tasks on commit; with no broker they run then,

@@ -10,8 +10,8 @@ from django.urls import reverse
 from annotation.handout import assignment_create
 from annotation.models import HIT, Caption, Worker
 from annotation.submissions import AnswerInput, assignment_submit
-from mitl.services.invalid_captions import caption_mark_invalid, invalid_captions_review
-from mitl.services.pipeline import batch_run_until
+from pipeline.invalid_captions import caption_mark_invalid, invalid_captions_review
+from pipeline.stages import batch_run_until
 
 pytestmark = pytest.mark.django_db
 URL = "/captions/invalid/"

@@ -153,7 +153,7 @@ def test_the_images_stay_with_the_worker_taking_the_round(ann, client, annotatin
 
 
 def test_a_batch_without_a_round_sends_the_worker_back(ann, dataset, annotators, small_config):
-    from mitl.services.pipeline import batch_create
+    from pipeline.stages import batch_create
 
     plain = batch_create(
         dataset=dataset, name="plain", raw_config={**small_config, "qualification_pairs": 0}

@@ -32,7 +32,7 @@ def test_an_unknown_kind_names_the_known_ones():
 def test_django_starts_without_importing_torch():
     code = (
         "import os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.settings');"
-        "import django; django.setup(); import config.urls, mitl.tasks, mitl.annotators;"
+        "import django; django.setup(); import config.urls, pipeline.tasks, mitl.annotators;"
         "heavy = ('torch', 'open_clip', 'sentence_transformers');"
         "print(sorted(m for m in heavy if m in sys.modules))"
     )

@@ -11,11 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from annotation.parsers import parse_captions_tsv  # noqa: E402
 from mitl import clip_training  # noqa: E402
 from mitl.annotators.base import Corpus  # noqa: E402
 from mitl.annotators.open_clip import OpenClipAnnotator  # noqa: E402
 from mitl.clip_training_data import epoch_batches  # noqa: E402
+from mitl.formats.captions import parse_captions_tsv  # noqa: E402
 
 
 @pytest.fixture(scope="module")

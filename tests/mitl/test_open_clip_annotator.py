@@ -11,10 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("open_clip")
 
-from annotation.parsers import parse_captions_tsv  # noqa: E402
 from mitl.annotators.base import AnnotatorError, Corpus  # noqa: E402
 from mitl.annotators.open_clip import OpenClipAnnotator, read_state_dict  # noqa: E402
 from mitl.clip_training import TINY_MODEL_CONFIG, create_tiny_model  # noqa: E402
+from mitl.formats.captions import parse_captions_tsv  # noqa: E402
 
 MODEL_NAME = "mitl-test-random-clip"
 N_IMAGES = 6

@@ -158,7 +158,7 @@ def test_without_a_query_subset_every_caption_and_image_is_a_query(coco5k):
 
 def test_real_cxc_ratings_of_3_or_more_are_the_package_cxc_pairs(coco5k, tmp_path):
     from annotation.models import PositiveSet
-    from annotation.positive_parsers import parse_cxc_sits
+    from mitl.formats.positives import parse_cxc_sits
 
     path = tmp_path / "sits_test_sample.csv"
     path.write_text(SITS_SAMPLE)

@@ -8,9 +8,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
 from annotation.image_sources import image_source_open
-from annotation.parse_common import ImportFileError
-from annotation.parsers import CAPTION_FORMATS
 from annotation.services import dataset_import
+from mitl.formats.captions import CAPTION_FORMATS
+from mitl.formats.common import ImportFileError
 
 
 class Command(BaseCommand):

@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
 from annotation.models import Dataset
-from annotation.parse_common import ImportFileError
 from annotation.services import instances_import
+from mitl.formats.common import ImportFileError
 
 
 class Command(BaseCommand):

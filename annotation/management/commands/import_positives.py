@@ -6,12 +6,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
 from annotation.models import Dataset
-from annotation.parse_common import ImportFileError
 from annotation.services import (
     CXC_MIN_SCORE,
     positives_import_cxc,
     positives_import_eccv,
 )
+from mitl.formats.common import ImportFileError
 
 
 class Command(BaseCommand):

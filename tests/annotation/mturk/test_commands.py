@@ -64,7 +64,7 @@ def test_the_publish_command_prints_the_cost_then_publishes(annotating_batch, de
 def test_the_publish_command_turns_refusals_into_clear_errors(
     annotating_batch, small_config, default_client, monkeypatch
 ):
-    from mitl.services.pipeline import batch_create
+    from pipeline.stages import batch_create
 
     draft = batch_create(dataset=annotating_batch.dataset, name="draft", raw_config=small_config)
     with pytest.raises(CommandError, match="is draft: only a batch in the annotating state"):

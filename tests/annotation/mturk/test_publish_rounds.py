@@ -6,8 +6,8 @@ import pytest
 
 from annotation.models import Batch, BatchState
 from mitl.config import batch_config
-from mitl.services.pipeline import batch_create, batch_run_until
-from mitl.services.simulate import crowd_simulate_reviewed
+from pipeline.simulate import crowd_simulate_reviewed
+from pipeline.stages import batch_create, batch_run_until
 
 from .helpers import TYPE_ID, expect_create_hit, hits_of, publish, remote_hit_id
 

@@ -21,8 +21,8 @@ from annotation.review import assignment_review
 from annotation.review_selectors import review_awaiting_mturk, review_queue
 from mitl.config import parse_batch_config
 from mitl.quality import AUTOMATIC_REJECTION_PREFIX
-from mitl.services.aggregate import _golden_answers, verdicts_aggregate
-from mitl.services.progress import StageTracker
+from pipeline.aggregate import _golden_answers, verdicts_aggregate
+from pipeline.progress import StageTracker
 
 from .helpers import (
     accept_and_submit,

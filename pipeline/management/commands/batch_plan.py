@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from annotation.errors import ServiceError
+from annotation.models import Batch, BatchState, Dataset
+from mitl.config import ConfigError, batch_config
+from pipeline.launch import batch_create_with_queries
+from pipeline.plan import batch_plan
+from pipeline.stages import batch_run_until
+
+
+class Command(BaseCommand):
+    help = (
+        "Before anyone is paid: predict the positives (and recall, once an earlier adaptive "
+        "batch measured the tail) that each budget buys under the fixed and the adaptive "
+        "strategy, from the annotators' rankings and the yields of earlier batches on the "
+        "dataset (docs/curation.md). Creates the batch from --config and runs its retrieval "
+        "only (machines, no crowd), or plans an existing batch with --batch; the batch then "
+        "waits: `batch_run ID` goes on."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("dataset", nargs="?", help="dataset name (with --config)")
+        parser.add_argument("--config", type=Path, help="batch config JSON file")
+        parser.add_argument("--batch", type=int, help="plan this batch instead (retrieval done)")
+        parser.add_argument(
+            "--budget",
+            default="",
+            help="judgements, comma-separated (default: shares of what fixed would spend)",
+        )
+        parser.add_argument("--chart", type=Path, help="write the chart here (SVG)")
+        parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+    def handle(self, *args: object, **options: object) -> None:
+        budgets = _budgets(options["budget"])
+        batch = _batch(options)
+        try:
+            plan = batch_plan(batch=batch, config=batch_config(batch), budgets=budgets)
+        except ServiceError as exc:
+            raise CommandError(str(exc)) from exc
+        if options["chart"]:
+            options["chart"].write_text(plan.chart_svg(), encoding="utf-8")
+        if options["json"]:
+            self.stdout.write(json.dumps({"batch": batch.pk, **plan.to_json()}, indent=2))
+            return
+        out = self.stdout
+        source = (
+            f"yields of batches {', '.join(map(str, plan.history))}"
+            if plan.history
+            else "a generic prior (no earlier batch on this dataset has verdicts)"
+        )
+        out.write(f"Plan of batch {batch.pk}, from its rankings and {source}.")
+        out.write(f"Fixed judges every annotator's top k once: {plan.fixed_judgements} judgements.")
+        out.write(
+            f"{'budget':>8}  {'strategy':<9}{'judgements':>11}{'pairs':>8}{'positives':>11}"
+            f"{'recall':>8}"
+        )
+        for point in plan.points:
+            recall = "-" if point.recall is None else f"{point.recall:.3f}"
+            out.write(
+                f"{point.budget:>8}  {point.strategy:<9}{point.judgements:>11}{point.pairs:>8}"
+                f"{point.positives:>11.0f}{recall:>8}"
+            )
+        if plan.tail_rate is None:
+            out.write(
+                "Recall: no earlier adaptive batch sampled the pairs nobody ranks, so the "
+                "positives there are unknown."
+            )
+        if batch.state != BatchState.RELEASED:
+            out.write(f"Batch {batch.pk} is {batch.state}: `batch_run {batch.pk}` goes on.")
+
+
+def _budgets(text: str) -> list[int]:
+    try:
+        budgets = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(
+            f"--budget: write whole numbers separated by commas (got {text!r})"
+        ) from None
+    if any(b <= 0 for b in budgets):
+        raise CommandError("--budget: every budget must be a positive number of judgements")
+    return budgets
+
+
+def _batch(options: dict) -> Batch:
+    """The batch to plan: an existing one, or a new one from --config with its retrieval run."""
+    if options["batch"] is not None:
+        batch = Batch.objects.select_related("dataset").filter(pk=options["batch"]).first()
+        if batch is None:
+            raise CommandError(f"no batch {options['batch']}")
+        return batch
+    if not options["dataset"] or not options["config"]:
+        raise CommandError("name a DATASET with --config FILE, or an existing --batch ID")
+    dataset = Dataset.objects.filter(name=options["dataset"]).first()
+    if dataset is None:
+        raise CommandError(f"no dataset named {options['dataset']!r}")
+    path: Path = options["config"]
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot read ({exc.strerror})") from exc
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
+    try:
+        batch = batch_create_with_queries(dataset=dataset, name=f"plan {path.stem}", raw_config=raw)
+        batch_run_until(batch_id=batch.pk, until=BatchState.POOLING)  # retrieval only
+    except (ConfigError, ServiceError) as exc:
+        raise CommandError(str(exc)) from exc
+    return Batch.objects.select_related("dataset").get(pk=batch.pk)
