@@ -97,7 +97,7 @@ class RelevanceCalibration(models.Model):
     )
     report = models.JSONField(
         help_text="Per ratings source (crowd, sits, sts): pairs, the correlation table and "
-        "the recommended proxy (pipeline.relevance_calibration)."
+        "the recommended proxy (docs/relevance.md)."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
