@@ -16,6 +16,7 @@ from typing import Any
 from annotation.errors import ServiceError
 from annotation.models import Caption, Dataset, Evaluation, Image, MachineAnnotator, Release
 from mitl.annotators import Annotator
+from mitl.crowd_answers import rationale_shares
 from mitl.evaluation_inputs import DIRECTIONS, RankingsByDirection, ReleaseTruth
 from mitl.explain.concepts import (
     ConceptError,
@@ -27,8 +28,10 @@ from mitl.explain.concepts import (
 from mitl.explain.failures import ExplainInputs, explain_direction
 from mitl.explain.metrics import DEFAULT_SIZE_THRESHOLD
 from mitl.explain.synsets import categories_mentioned
+from mitl.judgements import WRONG_CONCEPTS
 from mitl.relevance.wordnet import wordnet_available
 from mitl.retrieval.topk import retrieve_i2t, retrieve_t2i
+from pipeline.bias import batch_proposals, judged_answers
 from pipeline.corpus import LoadedCorpus, rows_of
 
 DEFAULT_WORST = 12
@@ -246,10 +249,6 @@ def crowd_concepts(release: Release | None) -> dict[str, Any] | None:
     """
     if release is None:
         return None
-    from mitl.crowd_answers import rationale_shares
-    from mitl.judgements import WRONG_CONCEPTS
-    from pipeline.bias import batch_proposals, judged_answers
-
     batches = list(release.batches.all())
     names = sorted({name for b in batches for name in b.annotators.values_list("name", flat=True)})
     answers = []
