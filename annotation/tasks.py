@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
 
 from .handout import assignments_expire, hits_recount_slots
-from .import_jobs import import_job_run, import_lease
-from .import_staging import import_staging_clean
-from .task_leases import lease_held, leases_recover
+from .imports.jobs import import_job_create, import_job_run, import_lease
+from .imports.requests import Upload
+from .imports.staging import import_staging_clean
+from .models import ImportJob
+from .task_leases import lease_held, leases_recover, task_queue
 
 
 @shared_task(name="annotation.expire_assignments", ignore_result=True, time_limit=60)
@@ -35,6 +39,32 @@ def run_import(self, job_id: int) -> str:
         if not held:
             return "running elsewhere"
         return import_job_run(job_id=job_id).status
+
+
+def import_job_queue(job_id: int) -> None:
+    """Lease `annotation.run_import` for a job and send it once the transaction commits."""
+    task_queue(run_import, [job_id], import_lease(job_id))
+
+
+def import_job_submit(
+    *,
+    kind: str,
+    params: Mapping[str, Any],
+    uploads: Mapping[str, Upload],
+    created_by: Any = None,
+) -> ImportJob:
+    """Check and stage an import request, create its job and queue it on commit.
+
+    See `imports.jobs.import_job_create` for the request; with eager Celery and no outer
+    transaction the job has run when this returns.
+    """
+    return import_job_create(
+        kind=kind,
+        params=params,
+        uploads=uploads,
+        created_by=created_by,
+        on_created=import_job_queue,
+    )
 
 
 @shared_task(name="annotation.recover_tasks", ignore_result=True, time_limit=120)

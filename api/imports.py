@@ -20,8 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.import_jobs import import_job_create
-from annotation.import_requests import (
+from annotation.imports.requests import (
     DATASET_PARAMS,
     DATASET_UPLOADS,
     POSITIVES_PARAMS,
@@ -29,6 +28,7 @@ from annotation.import_requests import (
     ImportRequestError,
 )
 from annotation.models import ImportJob, ImportKind
+from annotation.tasks import import_job_submit
 from mitl.formats.captions import CAPTION_FORMATS
 from mitl.formats.positives import CXC_SCORE_RANGE
 
@@ -165,7 +165,7 @@ def _create(
     params = {key: data[key] for key in param_keys if data.get(key) not in (None, "")}
     uploads = {key: data[key] for key in upload_keys if data.get(key)}
     try:
-        job = import_job_create(kind=kind, params=params, uploads=uploads, created_by=request.user)
+        job = import_job_submit(kind=kind, params=params, uploads=uploads, created_by=request.user)
     except ImportRequestError as exc:
         return Response(
             {"detail": str(exc), "errors": exc.errors}, status=status.HTTP_400_BAD_REQUEST

@@ -17,6 +17,7 @@ from typing import Any
 
 from annotation.errors import ServiceError
 from annotation.models import (
+    ORIGINAL_SET,
     AssignmentStatus,
     Batch,
     Direction,
@@ -28,7 +29,6 @@ from annotation.models import (
     Ranking,
     Verdict,
 )
-from annotation.services import ORIGINAL_SET
 from mitl.bias import MAX_ANNOTATORS, direction_bias, json_safe
 from mitl.config import batch_config
 from mitl.crowd_answers import (

@@ -13,8 +13,8 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
+from annotation.imports.datasets import dataset_import_tsv
 from annotation.models import Assignment, AssignmentStatus, Batch, BatchState, Dataset, Release
-from annotation.services import dataset_import_tsv
 from mitl.config import batch_config
 from mitl.evaluation_inputs import release_load
 from mitl.explain.table import summary_table

@@ -17,6 +17,7 @@ from django.db.models import Max
 from annotation.errors import ServiceError
 from annotation.models import (
     HIT,
+    ORIGINAL_SET,
     Assignment,
     AssignmentStatus,
     Batch,
@@ -30,7 +31,6 @@ from annotation.models import (
     Release,
     Verdict,
 )
-from annotation.services import ORIGINAL_SET
 from mitl.aggregation import RULE_DESCRIPTIONS
 from mitl.bias_html import render_bias_html
 from mitl.config import BatchConfig, parse_relevance

@@ -35,7 +35,7 @@ BATCH_CONFIG = {
 
 def stage_dataset(folder: Path) -> int:
     """A small synthetic dataset, imported, and the two annotators the batches use."""
-    from annotation.services import dataset_import_tsv
+    from annotation.imports.datasets import dataset_import_tsv
     from mitl.synthetic.files import write
     from mitl.synthetic.generation import generate
     from pipeline.annotators import annotator_create

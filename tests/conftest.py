@@ -45,7 +45,7 @@ def synthetic_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def dataset(db, synthetic_files: Path):
     """The small synthetic dataset imported through the real import service."""
-    from annotation.services import dataset_import_tsv
+    from annotation.imports.datasets import dataset_import_tsv
 
     return dataset_import_tsv(
         name="small",

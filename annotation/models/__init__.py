@@ -14,6 +14,7 @@ from .batch import (
     Ranking,
 )
 from .dataset import (
+    ORIGINAL_SET,
     Caption,
     Dataset,
     Image,
@@ -48,6 +49,7 @@ from .work import (
 
 __all__ = [
     "HIT",
+    "ORIGINAL_SET",
     "Assignment",
     "AssignmentStatus",
     "Batch",

@@ -105,6 +105,9 @@ class PositiveSource(models.TextChoices):
     HUMAN = "human", "Human-verified by this platform"
 
 
+ORIGINAL_SET = "original"  # the name of every dataset's set of its own caption-image links
+
+
 class PositiveSet(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="positive_sets")
     name = models.SlugField(

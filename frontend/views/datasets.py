@@ -11,8 +11,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
-from annotation.import_jobs import import_job_create
-from annotation.import_requests import ImportRequestError
+from annotation.imports.requests import ImportRequestError
 from annotation.models import (
     Batch,
     Dataset,
@@ -22,6 +21,7 @@ from annotation.models import (
     Release,
 )
 from annotation.selectors import dataset_rows
+from annotation.tasks import import_job_submit
 from mitl.formats.captions import CAPTION_FORMATS
 from mitl.relevance.charts import calibration_svg
 from pipeline.relevance_calibration import latest_calibration
@@ -122,7 +122,7 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
             data = form.cleaned_data
             uploads = {key: data[key] for key in ("captions", "images", "labels") if data[key]}
             try:
-                job = import_job_create(
+                job = import_job_submit(
                     kind=ImportKind.DATASET,
                     params={
                         "name": data["name"],

@@ -10,8 +10,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.errors import ServiceError
+from annotation.imports.datasets import dataset_import_tsv
+from annotation.imports.positives import positives_import, positives_import_cxc
 from annotation.models import Dataset, PositivePair, PositiveSet
-from annotation.services import dataset_import_tsv, positives_import_cxc
 from mitl.formats.common import ImportFileError
 
 pytestmark = pytest.mark.django_db
@@ -141,6 +142,22 @@ def test_the_set_name_must_be_new(dataset, tmp_path):
     path = write_sits(tmp_path / "s.csv", RATINGS)
     with pytest.raises(ServiceError, match="already has a positive set named 'original'"):
         positives_import_cxc(dataset=dataset, label="original", path=path)
+
+
+# --- one dispatch for the command and the import jobs ----------------------------------------
+
+
+def test_positives_import_chooses_cxc_by_its_file_with_the_default_threshold(dataset, tmp_path):
+    path = write_sits(tmp_path / "s.csv", RATINGS)
+    positive_set, dropped = positives_import(dataset_name="tiny", label="cxc", cxc_path=path)
+    assert pairs_of(positive_set) == {(1, 11), (1, 21), (3, 22)} and dropped == 0
+
+
+def test_positives_import_checks_the_files_before_the_dataset(tmp_path):
+    with pytest.raises(ServiceError, match="needs both --i2t and --t2i"):
+        positives_import(dataset_name="nope", label="x", i2t_path=tmp_path / "i2t.json")
+    with pytest.raises(ServiceError, match="no dataset named 'nope'"):
+        positives_import(dataset_name="nope", label="x", cxc_path=tmp_path / "s.csv")
 
 
 # --- command line --------------------------------------------------------------------------

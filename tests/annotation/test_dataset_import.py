@@ -16,8 +16,9 @@ from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
 from annotation.errors import ServiceError
+from annotation.imports.datasets import dataset_import_tsv
+from annotation.imports.positives import positives_import_eccv
 from annotation.models import Caption, Dataset, Image, PositivePair, PositiveSet
-from annotation.services import dataset_import_tsv, positives_import_eccv
 from mitl.formats.captions import parse_captions, parse_captions_tsv, parse_labels_json
 from mitl.formats.common import ImportFileError
 from mitl.formats.positives import parse_cxc_sits, parse_cxc_sts, parse_eccv_positives

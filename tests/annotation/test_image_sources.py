@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from annotation.image_sources import (
+from annotation.imports.image_sources import (
     FolderImageSource,
     ImageLimits,
     ImageSourceError,

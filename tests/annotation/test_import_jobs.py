@@ -14,12 +14,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image as PILImage
 
 from annotation.errors import ServiceError
-from annotation.import_jobs import ProgressWriter, import_job_create, import_job_run
-from annotation.import_requests import ImportRequestError
-from annotation.import_staging import import_staging_dir
+from annotation.imports.datasets import dataset_import_tsv
+from annotation.imports.jobs import ProgressWriter, import_job_create, import_job_run
+from annotation.imports.requests import ImportRequestError
+from annotation.imports.staging import import_staging_dir
 from annotation.models import Caption, Dataset, Image, ImportJob, PositiveSet
-from annotation.services import dataset_import_tsv
-from annotation.tasks import run_import
+from annotation.tasks import import_job_submit, run_import
 
 pytestmark = pytest.mark.django_db
 
@@ -87,7 +87,7 @@ def test_job_is_staged_then_queued_on_commit_and_runs_to_done(
     django_capture_on_commit_callbacks, eager_celery
 ):
     with django_capture_on_commit_callbacks(execute=False) as queued:
-        job = import_job_create(
+        job = import_job_submit(
             kind="dataset",
             params={"name": "tiny", "description": "three squares"},
             uploads={"captions": tsv_upload(), "images": images_upload()},

@@ -12,8 +12,8 @@ from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from annotation.import_jobs import import_job_create
-from annotation.import_staging import (
+from annotation.imports.jobs import import_job_create
+from annotation.imports.staging import (
     import_staging_clean,
     import_staging_dir,
     import_staging_orphans,

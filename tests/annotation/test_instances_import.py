@@ -15,8 +15,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.errors import ServiceError
+from annotation.imports.instances import InstancesImported, instances_import
 from annotation.models import Caption, Dataset, Image
-from annotation.services import InstancesImported, instances_import
 from mitl.explain.concepts import instances_concepts
 from mitl.formats.common import ImportFileError
 from mitl.formats.instances import parse_coco_instances

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from annotation.imports.datasets import dataset_import
 from annotation.models import Dataset
-from annotation.services import dataset_import
 from mitl.formats.captions import CaptionRow, parse_captions, parse_coco_captions, parse_karpathy
 from mitl.formats.common import ImportFileError
 

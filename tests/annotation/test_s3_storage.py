@@ -27,9 +27,9 @@ from django.core.management import CommandError, call_command
 from moto.server import ThreadedMotoServer
 from PIL import Image as PILImage
 
-from annotation.image_sources import ImageSourceError, S3ImageSource, image_source_open
+from annotation.imports.datasets import dataset_import, dataset_import_tsv
+from annotation.imports.image_sources import ImageSourceError, S3ImageSource, image_source_open
 from annotation.models import Caption, Dataset, Image, PositiveSet
-from annotation.services import dataset_import, dataset_import_tsv
 from mitl.formats.common import ImportFileError
 from pipeline.corpus import corpus_load
 
@@ -287,7 +287,7 @@ def test_unreachable_endpoint_is_refused_clearly(s3):
 
 
 def test_s3_object_over_the_size_limit_is_refused_before_download(s3, source_bucket):
-    from annotation.image_sources import ImageLimits
+    from annotation.imports.image_sources import ImageLimits
 
     source = S3ImageSource(
         f"s3://{source_bucket}/coco/val2014",
@@ -351,7 +351,7 @@ def test_job_with_images_s3_imports_from_one_bucket_into_another(
 ):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from annotation.import_jobs import import_job_create, import_job_run
+    from annotation.imports.jobs import import_job_create, import_job_run
 
     settings.VAR_DIR = tmp_path / "var"
     captions = SimpleUploadedFile("captions.tsv", ("\n".join([HEADER, *ROWS]) + "\n").encode())
@@ -375,8 +375,8 @@ def test_job_with_a_missing_s3_image_is_refused_before_it_is_queued(
 ):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from annotation.import_jobs import import_job_create
-    from annotation.import_requests import ImportRequestError
+    from annotation.imports.jobs import import_job_create
+    from annotation.imports.requests import ImportRequestError
 
     settings.VAR_DIR = tmp_path / "var"
     rows = [*ROWS, "41\t4\td.png\tA yellow square."]

@@ -20,8 +20,8 @@ from django.urls import include, path
 from PIL import Image as PILImage
 from rest_framework.test import APIClient
 
+from annotation.imports.datasets import dataset_import_tsv
 from annotation.models import Caption, Dataset, Image, ImportJob, PositiveSet
-from annotation.services import dataset_import_tsv
 
 pytestmark = pytest.mark.django_db
 

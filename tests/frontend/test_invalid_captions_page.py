@@ -133,7 +133,7 @@ def test_a_post_without_the_csrf_token_is_refused(to_review):
 
 
 def test_the_dataset_filter_keeps_only_that_dataset(client, to_review, synthetic_files):
-    from annotation.services import dataset_import_tsv
+    from annotation.imports.datasets import dataset_import_tsv
 
     other = dataset_import_tsv(name="other", captions_path=synthetic_files / "captions.tsv")
     marked = Caption.objects.filter(dataset=other).order_by("pk").last()

@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 
 from annotation.errors import ServiceError
 from annotation.models import (
+    ORIGINAL_SET,
     AssignmentStatus,
     Batch,
     Candidate,
@@ -27,7 +28,6 @@ from annotation.models import (
     Release,
     Verdict,
 )
-from annotation.services import ORIGINAL_SET
 from mitl.bias import MAX_ANNOTATORS
 from mitl.bias_html import render_bias_html
 from mitl.metrics import recall_at_k

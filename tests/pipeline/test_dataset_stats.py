@@ -151,8 +151,8 @@ TSV = [
 @pytest.fixture
 def tiny(db, tmp_path: Path):
     """Four images, six captions, the original set and an imported set with queries."""
+    from annotation.imports.datasets import dataset_import_tsv
     from annotation.models import PositivePair, PositiveSet
-    from annotation.services import dataset_import_tsv
 
     tsv = tmp_path / "captions.tsv"
     tsv.write_text("\n".join(TSV) + "\n")

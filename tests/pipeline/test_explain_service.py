@@ -10,8 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.errors import ServiceError
+from annotation.imports.datasets import dataset_import_tsv
 from annotation.models import Evaluation, Image, MachineAnnotator, Release
-from annotation.services import dataset_import_tsv
 from mitl.evaluation_inputs import release_load
 from mitl.explain.concepts import instances_concepts
 from mitl.explain.metrics import failure_metrics

@@ -7,8 +7,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
-from annotation.image_sources import image_source_open
-from annotation.services import dataset_import
+from annotation.imports.datasets import dataset_import
+from annotation.imports.image_sources import image_source_open
 from mitl.formats.captions import CAPTION_FORMATS
 from mitl.formats.common import ImportFileError
 

@@ -5,8 +5,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
+from annotation.imports.instances import instances_import
 from annotation.models import Dataset
-from annotation.services import instances_import
 from mitl.formats.common import ImportFileError
 
 

@@ -5,12 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
-from annotation.models import Dataset
-from annotation.services import (
-    CXC_MIN_SCORE,
-    positives_import_cxc,
-    positives_import_eccv,
-)
+from annotation.imports.positives import CXC_MIN_SCORE, positives_import
 from mitl.formats.common import ImportFileError
 
 
@@ -46,38 +41,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: object) -> None:
-        eccv = options["i2t"] is not None or options["t2i"] is not None
-        cxc = options["cxc"] is not None
-        if eccv == cxc:
-            raise CommandError(
-                "give either --i2t and --t2i (ECCV Caption format) or --cxc (CxC SITS CSV)"
-            )
-        if eccv and (options["i2t"] is None or options["t2i"] is None):
-            raise CommandError("the ECCV Caption format needs both --i2t and --t2i")
-        if eccv and options["min_score"] is not None:
-            raise CommandError("--min-score applies to --cxc only")
-        dataset = Dataset.objects.filter(name=options["name"]).first()
-        if dataset is None:
-            raise CommandError(f"no dataset named {options['name']!r}")
         try:
-            if cxc:
-                positive_set, dropped = positives_import_cxc(
-                    dataset=dataset,
-                    label=options["source"],
-                    path=options["cxc"],
-                    min_score=(
-                        CXC_MIN_SCORE if options["min_score"] is None else options["min_score"]
-                    ),
-                    ignore_unknown=options["ignore_unknown"],
-                )
-            else:
-                positive_set, dropped = positives_import_eccv(
-                    dataset=dataset,
-                    label=options["source"],
-                    i2t_path=options["i2t"],
-                    t2i_path=options["t2i"],
-                    ignore_unknown=options["ignore_unknown"],
-                )
+            positive_set, dropped = positives_import(
+                dataset_name=options["name"],
+                label=options["source"],
+                i2t_path=options["i2t"],
+                t2i_path=options["t2i"],
+                cxc_path=options["cxc"],
+                min_score=options["min_score"],
+                ignore_unknown=options["ignore_unknown"],
+            )
         except (ImportFileError, ServiceError) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(
@@ -86,4 +59,4 @@ class Command(BaseCommand):
             "caption queries"
         )
         if dropped:
-            self.stdout.write(f"dropped {dropped} pairs with ids unknown to {dataset.name!r}")
+            self.stdout.write(f"dropped {dropped} pairs with ids unknown to {options['name']!r}")

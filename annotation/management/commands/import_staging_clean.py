@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.import_staging import (
+from annotation.imports.staging import (
     import_staging_clean,
     import_staging_orphans,
     import_staging_root,

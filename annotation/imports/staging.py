@@ -25,8 +25,8 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.utils import timezone
 
-from .import_requests import ImportRequestError, Upload
-from .models import ImportJob, ImportStatus
+from ..models import ImportJob, ImportStatus
+from .requests import ImportRequestError, Upload
 
 logger = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from django.core.files.uploadedfile import UploadedFile
 from mitl.formats.captions import CAPTION_FORMATS
 from mitl.formats.common import ImportFileError
 
-from .errors import ServiceError
+from ..errors import ServiceError
+from ..models import Dataset, PositiveSet
 from .image_sources import s3_uri_parse
-from .models import Dataset, PositiveSet
-from .services import CXC_MIN_SCORE
+from .positives import CXC_MIN_SCORE
 
 Upload = Path | UploadedFile
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")

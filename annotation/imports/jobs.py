@@ -1,12 +1,14 @@
 """Import jobs: dataset and positive-set imports that run in the background with progress.
 
 `import_job_create` checks the request while the person who made it is still there: the
-parameters (`import_requests`), then the uploaded files themselves (every line of a
+parameters (`requests`), then the uploaded files themselves (every line of a
 captions or positives file, a zip's entries and each image's header), so bad input is
 refused at once with a message naming the file, line and field. Nothing stays behind after
 a refusal: no job, no staged upload. A good request stages its uploads under
-`VAR_DIR/imports/<job id>/` (`import_staging`) and queues `annotation.run_import` once the
-job is committed.
+`VAR_DIR/imports/<job id>/` (`staging`) and creates the job. Queueing it is the task
+module's: `annotation.tasks.import_job_submit` leases `annotation.run_import` in the job's
+transaction (through `on_created`) and sends it once the job is committed. The tasks
+import this module to run jobs, never the other way round.
 
 `import_job_run` does the import (the checks again, then the writes) and records how it
 ended; the staged uploads are removed either way. Messages never show the staging folder:
@@ -31,18 +33,14 @@ from django.utils import timezone
 from mitl.formats.common import ImportFileError
 from mitl.formats.positives import parse_cxc_sits, parse_eccv_positives
 
-from .errors import ServiceError
+from ..errors import ServiceError
+from ..models import Dataset, ImportJob, ImportKind, ImportStatus, PositiveSet
+from ..task_leases import LeaseSpec
+from .datasets import dataset_import, dataset_import_check
 from .image_sources import ImageSource, S3ImageSource, ZipImageSource
-from .import_requests import ImportRequestError, Upload, dataset_params, positives_params
-from .import_staging import import_staging_dir, import_staging_new, public_message, upload_stage
-from .models import Dataset, ImportJob, ImportKind, ImportStatus, PositiveSet
-from .services import (
-    dataset_import,
-    dataset_import_check,
-    positives_import_cxc,
-    positives_import_eccv,
-)
-from .task_leases import LeaseSpec, task_queue
+from .positives import positives_import
+from .requests import ImportRequestError, Upload, dataset_params, positives_params
+from .staging import import_staging_dir, import_staging_new, public_message, upload_stage
 
 logger = logging.getLogger(__name__)
 
@@ -55,14 +53,18 @@ def import_job_create(
     params: Mapping[str, Any],
     uploads: Mapping[str, Upload],
     created_by: Any = None,
+    on_created: Callable[[int], None] | None = None,
 ) -> ImportJob:
-    """Check an import request, stage its uploads and queue the job; see the module doc.
+    """Check an import request, stage its uploads and create the job; see the module doc.
 
     `kind` "dataset": params `name`, `format` (tsv, coco, karpathy), `split` (karpathy
     only), `images_s3` (s3://bucket/prefix), `description`; uploads `captions` (required),
     `images` (a zip), `labels`. Kind "positives": params `dataset` (name), `label`,
     `min_score` (CxC only), `ignore_unknown`; uploads `i2t` and `t2i` (ECCV Caption format)
     or `cxc` (a CxC SITS CSV). Raises ImportRequestError naming the field at fault.
+
+    `on_created` is called with the job's id inside the transaction that creates it (the
+    task module queues the job there); if it raises, nothing stays behind.
     """
     if kind == ImportKind.DATASET:
         clean = dataset_params(params, uploads)
@@ -84,7 +86,8 @@ def import_job_create(
             job = ImportJob.objects.create(kind=kind, params=params, created_by=created_by)
             target = import_staging_dir(job.pk)
             folder.rename(target)
-            _queue(job.pk)  # leased now, sent once the job is committed
+            if on_created is not None:
+                on_created(job.pk)
     except BaseException as exc:
         shutil.rmtree(folder, ignore_errors=True)
         if target is not None:  # renamed, then the job was rolled back
@@ -92,7 +95,7 @@ def import_job_create(
         if isinstance(exc, ImportFileError | ServiceError):
             raise _request_error(exc, folder, uploads) from exc
         raise
-    job.refresh_from_db()  # with eager Celery and no outer transaction, it has run by now
+    job.refresh_from_db()  # queued, with eager Celery and no outer transaction: it has run
     return job
 
 
@@ -245,12 +248,6 @@ def import_lease(job_id: int) -> LeaseSpec:
     return LeaseSpec(key=f"import:{job_id}", import_job_id=job_id)
 
 
-def _queue(job_id: int) -> None:
-    from .tasks import run_import  # imported here: tasks import this module
-
-    task_queue(run_import, [job_id], import_lease(job_id))
-
-
 def _run(job: ImportJob, folder: Path, progress: ProgressWriter) -> Dataset:
     params = job.params
     files = {key: folder / path for key, path in params.get("files", {}).items()}
@@ -294,23 +291,13 @@ def _images_label(params: Mapping[str, Any]) -> str | None:
 
 
 def _run_positives(params: Mapping[str, Any], files: Mapping[str, Path]) -> PositiveSet:
-    dataset = Dataset.objects.filter(name=params["dataset"]).first()
-    if dataset is None:
-        raise ServiceError(f"no dataset named {params['dataset']!r}")
-    if params["format"] == "cxc":
-        positive_set, _ = positives_import_cxc(
-            dataset=dataset,
-            label=params["label"],
-            path=files["cxc"],
-            min_score=params["min_score"],
-            ignore_unknown=params["ignore_unknown"],
-        )
-    else:
-        positive_set, _ = positives_import_eccv(
-            dataset=dataset,
-            label=params["label"],
-            i2t_path=files["i2t"],
-            t2i_path=files["t2i"],
-            ignore_unknown=params["ignore_unknown"],
-        )
+    positive_set, _ = positives_import(
+        dataset_name=params["dataset"],
+        label=params["label"],
+        i2t_path=files.get("i2t"),
+        t2i_path=files.get("t2i"),
+        cxc_path=files.get("cxc"),
+        min_score=params["min_score"],
+        ignore_unknown=params["ignore_unknown"],
+    )
     return positive_set
