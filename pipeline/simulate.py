@@ -4,7 +4,7 @@ The truth is the synthetic generator's (regenerated from the dataset's recorded 
 a reference positive set in the ECCV format (`--oracle DIR`: in the set → YES, else NO).
 Answers go through the same submission service as the web UI, golden check included.
 When the batch has a qualification round, every simulated worker takes it first through
-the same services as the practice page (annotation.qualification), and only those who pass
+the same services as the practice page (annotation.qualification.attempts), and only those who pass
 work on the batch's HITs; a learning worker answers as trained once it has done a round.
 """
 
@@ -30,8 +30,7 @@ from annotation.models import (
     Worker,
     items_shown_to,
 )
-from annotation.qualification import (
-    QualificationStatus,
+from annotation.qualification.attempts import (
     qualification_answer_record,
     qualification_attempt_open,
     qualification_pair_next,
@@ -43,6 +42,7 @@ from annotation.submissions import AnswerInput, SubmissionResult, assignment_sub
 from annotation.synthetic import synthetic_regenerate
 from mitl.config import BatchConfig
 from mitl.formats.positives import parse_eccv_pairs
+from mitl.qualification import QualificationStatus
 from mitl.simulation import WorkerProfile, answer, crowd_profiles, oracle_truth
 from mitl.synthetic.truth import Truth, judge
 
