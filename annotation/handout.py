@@ -37,7 +37,7 @@ from .models import (
     Worker,
     WorkerSource,
 )
-from .qualification_gate import batches_closed_to, qualification_gates, qualification_missing
+from .qualification.attempts import batches_closed_to, qualification_gates, qualification_missing
 
 # Work that holds (or used) one of a HIT's slots; rejected and expired work frees its slot.
 ACTIVE_STATUSES = (AssignmentStatus.ACCEPTED, AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED)
@@ -206,7 +206,7 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
 
     Candidates are HITs of annotating batches that the worker never had, oldest batch
     first, found through the slot hint's partial index; a batch whose qualification round
-    the worker has not passed is left out in the same query (annotation.qualification).
+    the worker has not passed is left out in the same query (annotation.qualification.attempts).
     On PostgreSQL, `SKIP LOCKED` lets concurrent requests take different HITs instead of
     queueing on the same row, and a request waits for a locked one only when every free
     HIT is locked at that moment.

@@ -30,6 +30,7 @@ from mitl.synthetic.examples import synthetic_examples
 
 from .errors import ServiceError
 from .models import Assignment, Batch, Caption, Dataset, Image, Instructions
+from .synthetic import synthetic_regenerate
 
 FIELD = "instructions"  # the input a ServiceError of this module is about
 # Other images' captions tried for a "100% NO" example, looking for one whose image has no
@@ -60,9 +61,6 @@ def instructions_examples_propose(*, dataset: Dataset, seed: int = 0) -> list[Ex
 
 
 def _synthetic_proposal(dataset: Dataset, seed: int) -> list[Example]:
-    # Imported here: pipeline.simulate imports the hand-out, which imports this module.
-    from pipeline.simulate import synthetic_regenerate
-
     generated = synthetic_regenerate(dataset=dataset)
     images = set(Image.objects.filter(dataset=dataset).values_list("ext_id", flat=True))
     captions = set(

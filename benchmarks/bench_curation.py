@@ -43,10 +43,10 @@ def strategy_run(
     from django.core.management import call_command
 
     from annotation.models import Batch, Candidate, Judgement
+    from annotation.synthetic import synthetic_regenerate
     from mitl.config import batch_config
     from mitl.synthetic.truth import truth_matrix
     from pipeline.demo import demo_run
-    from pipeline.simulate import synthetic_regenerate
 
     call_command("migrate", verbosity=0)
     summary = demo_run(seed=seed, strategy=strategy, budget=budget, batch_settings=settings)

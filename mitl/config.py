@@ -76,7 +76,7 @@ class BatchConfig:
     # whose graded metrics (nDCG, NCS, semantic recall) the leaderboard shows.
     relevance: tuple[str, ...] = ()
     # A qualification round of this many pairs with known answers, each answer followed by
-    # feedback, before a worker gets the batch's HITs (annotation.qualification); 0 = none.
+    # feedback, before a worker gets the batch's HITs (annotation.qualification.attempts); 0 = none.
     qualification_pairs: int = 0
     qualification_pass: float = 0.8  # share of right answers that passes the round
     qualification_attempts: int = 2  # tries a worker gets before the batch stays closed

@@ -7,7 +7,7 @@ from django.db.models import Q
 
 from annotation.goldens import golden_pool
 from annotation.models import HIT, Batch, Candidate, HITItem
-from annotation.qualification_pairs import qualification_pairs_draw
+from annotation.qualification.pairs import qualification_pairs_draw
 from mitl.config import BatchConfig
 from mitl.hits import PackingPlan, pack_hits
 

@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 
 from annotation.imports.datasets import dataset_import_tsv
 from annotation.models import Assignment, AssignmentStatus, Batch, BatchState, Dataset, Release
+from annotation.synthetic import synthetic_regenerate
 from mitl.config import batch_config
 from mitl.evaluation_inputs import release_load
 from mitl.explain.table import summary_table
@@ -28,7 +29,7 @@ from .annotators import annotator_create
 from .explain_report import ExplainRequest, explain_report, report_write
 from .progress import ProgressListener
 from .qualification_study import qualification_study, study_table
-from .simulate import crowd_simulate_reviewed, synthetic_regenerate
+from .simulate import crowd_simulate_reviewed
 from .stages import batch_create, batch_run_until
 
 # Four kinds of machine annotator, so the candidates are not one model's blind spots:

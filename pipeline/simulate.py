@@ -4,7 +4,7 @@ The truth is the synthetic generator's (regenerated from the dataset's recorded 
 a reference positive set in the ECCV format (`--oracle DIR`: in the set → YES, else NO).
 Answers go through the same submission service as the web UI, golden check included.
 When the batch has a qualification round, every simulated worker takes it first through
-the same services as the practice page (annotation.qualification), and only those who pass
+the same services as the practice page (annotation.qualification.attempts), and only those who pass
 work on the batch's HITs; a learning worker answers as trained once it has done a round.
 """
 
@@ -26,13 +26,11 @@ from annotation.models import (
     AssignmentStatus,
     Batch,
     BatchState,
-    Dataset,
     QualificationAttempt,
     Worker,
     items_shown_to,
 )
-from annotation.qualification import (
-    QualificationStatus,
+from annotation.qualification.attempts import (
     qualification_answer_record,
     qualification_attempt_open,
     qualification_pair_next,
@@ -41,11 +39,11 @@ from annotation.qualification import (
 from annotation.review import assignment_review
 from annotation.services import worker_simulated_get_or_create
 from annotation.submissions import AnswerInput, SubmissionResult, assignment_submit
+from annotation.synthetic import synthetic_regenerate
 from mitl.config import BatchConfig
 from mitl.formats.positives import parse_eccv_pairs
+from mitl.qualification import QualificationStatus
 from mitl.simulation import WorkerProfile, answer, crowd_profiles, oracle_truth
-from mitl.synthetic.generation import generate
-from mitl.synthetic.scenes import SyntheticDataset
 from mitl.synthetic.truth import Truth, judge
 
 from .progress import ProgressListener, StageTracker
@@ -67,21 +65,6 @@ class SimulationSummary:
     not_qualified: int = 0
 
 
-def synthetic_regenerate(*, dataset: Dataset) -> SyntheticDataset:
-    """Regenerate a synthetic dataset (with its truth) from the parameters it was imported with."""
-    params = dataset.meta.get("synthetic")
-    if not params:
-        raise ServiceError(
-            f"dataset {dataset.name!r} is not synthetic, so there is no known truth: pass "
-            "--oracle DIR with image_to_caption.json and caption_to_image.json"
-        )
-    return generate(
-        n_images=params["n_images"],
-        seed=params["seed"],
-        captions_per_image=params["captions_per_image"],
-    )
-
-
 def truth_source(*, batch: Batch, oracle_dir: Path | None) -> TruthFn:
     """Return how the simulated crowd knows the answer for this batch's dataset."""
     if oracle_dir is not None:
@@ -89,7 +72,12 @@ def truth_source(*, batch: Batch, oracle_dir: Path | None) -> TruthFn:
             oracle_dir / "image_to_caption.json", oracle_dir / "caption_to_image.json"
         )
         return lambda image, caption: oracle_truth((image, caption) in pairs)
-    generated = synthetic_regenerate(dataset=batch.dataset)
+    try:
+        generated = synthetic_regenerate(dataset=batch.dataset)
+    except ServiceError as error:
+        raise ServiceError(
+            f"{error}: pass --oracle DIR with image_to_caption.json and caption_to_image.json"
+        ) from None
     return lambda image, caption: judge(generated.scene(image), generated.caption(caption))
 
 

@@ -27,7 +27,7 @@ from django.utils.crypto import salted_hmac
 
 from annotation.errors import ServiceError
 from annotation.models import Batch, QualificationPair, Worker, WorkerSource
-from annotation.qualification_pairs import qualification_pairs_draw
+from annotation.qualification.pairs import qualification_pairs_draw
 from mitl.config import BatchConfig, batch_config
 
 from .client import mturk_call, mturk_client_for, mturk_pages

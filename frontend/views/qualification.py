@@ -27,18 +27,17 @@ from annotation.models import (
     QualificationPair,
     Worker,
 )
-from annotation.qualification import (
-    QualificationStatus,
+from annotation.qualification.attempts import (
     qualification_answer_feedback,
     qualification_answer_record,
     qualification_attempt_open,
     qualification_pair_next,
     qualification_progress,
 )
-from annotation.qualification_selectors import percent
+from annotation.qualification.selectors import percent
 from mitl.config import batch_config
 from mitl.judgements import LEVEL_LABELS, Level
-from mitl.qualification import EXPECTED_ANSWER
+from mitl.qualification import EXPECTED_ANSWER, QualificationStatus
 
 from .item_images import neutral_image_response
 

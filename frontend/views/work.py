@@ -13,9 +13,9 @@ from django.views.decorators.http import require_POST
 from annotation.errors import ServiceError
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, AssignmentStatus, HITItem, Worker
-from annotation.qualification import QualificationStatus
-from annotation.qualification_selectors import qualification_rounds_for
+from annotation.qualification.selectors import qualification_rounds_for
 from annotation.selectors import hit_page_content, item_image_url
+from mitl.qualification import QualificationStatus
 
 from .instructions import platform_instructions
 from .item_images import item_image_response

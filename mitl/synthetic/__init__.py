@@ -18,5 +18,7 @@ Modules
     captions.py    how a caption's phrases are worded
     truth.py       the truth rule: `judge` one pair, `truth_matrix` for every pair
     images.py      `render` a scene with Pillow
+    meta.py        `synthetic_meta`, the parameters synthetic.json records, and `regenerate`
+                   the dataset from them
     files.py       `write` captions.tsv, labels.json, synthetic.json and images/
 """

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mitl.synthetic.images import render, shape_boxes
+from mitl.synthetic.meta import synthetic_meta
 from mitl.synthetic.scenes import SHAPES, SyntheticDataset
 
 INSTANCES_FILE = "instances.json"
@@ -37,12 +38,7 @@ def write(
     labels = {str(scene.image_id): scene.labels for scene in dataset.scenes}
     (out_dir / "labels.json").write_text(json.dumps(labels, indent=1) + "\n", encoding="utf-8")
     write_instances(dataset, out_dir, image_size=image_size)
-    meta = {
-        "generator": "mitl.synthetic",
-        "seed": dataset.seed,
-        "n_images": len(dataset.scenes),
-        "captions_per_image": dataset.captions_per_image,
-    }
+    meta = synthetic_meta(dataset)
     (out_dir / "synthetic.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     if with_images:
         images = out_dir / "images"

@@ -24,10 +24,10 @@ from annotation.instructions import (
 )
 from annotation.models import Caption, Image, Instructions
 from annotation.mturk.hit_page import mturk_assignment_open
+from annotation.synthetic import synthetic_regenerate
 from mitl.instructions import Example, content_examples
 from mitl.judgements import Level
 from mitl.synthetic.truth import judge
-from pipeline.simulate import synthetic_regenerate
 
 from .crowd_factories import T0, batch_make, hit_make, worker_make
 

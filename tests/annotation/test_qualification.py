@@ -27,9 +27,8 @@ from annotation.models import (
     Ranking,
     Worker,
 )
-from annotation.qualification import (
+from annotation.qualification.attempts import (
     AnswerFeedback,
-    QualificationStatus,
     qualification_answer_feedback,
     qualification_answer_record,
     qualification_attempt_open,
@@ -37,7 +36,7 @@ from annotation.qualification import (
     qualification_progress,
     qualification_status,
 )
-from annotation.qualification_pairs import (
+from annotation.qualification.pairs import (
     QualificationPairError,
     QualificationPairInput,
     qualification_pairs_draw,
@@ -47,7 +46,7 @@ from annotation.qualification_pairs import (
 from annotation.review import worker_block
 from mitl.config import batch_config
 from mitl.hits import Role, golden_replacement
-from mitl.qualification import NEGATIVE_NOTE, POSITIVE_NOTE
+from mitl.qualification import NEGATIVE_NOTE, POSITIVE_NOTE, QualificationStatus
 from pipeline.build import hits_build
 from pipeline.progress import StageTracker
 

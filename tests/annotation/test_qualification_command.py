@@ -10,8 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import QualificationPair
-from annotation.qualification import qualification_attempt_open
-from annotation.qualification_pairs import QualificationPairInput, qualification_pairs_set
+from annotation.qualification.attempts import qualification_attempt_open
+from annotation.qualification.pairs import QualificationPairInput, qualification_pairs_set
 
 from .crowd_factories import batch_make, hit_make, worker_make
 

@@ -48,8 +48,8 @@ from annotation.mturk.links import (
     instructions_image_signature,
     qualification_image_signature,
 )
-from annotation.qualification import qualification_attempt_open
-from annotation.qualification_pairs import qualification_pairs_draw
+from annotation.qualification.attempts import qualification_attempt_open
+from annotation.qualification.pairs import qualification_pairs_draw
 from annotation.submissions import AnswerInput, assignment_submit
 from mitl.release_files import I2T_FILE, T2I_FILE, bundle_path
 from tests.explain_data import evaluation_explanation

@@ -16,6 +16,7 @@ from mitl.judgements import SHORTCOMINGS, WRONG_CONCEPTS, Level
 from mitl.synthetic.files import INSTANCES_FILE, write
 from mitl.synthetic.generation import generate
 from mitl.synthetic.images import render, shape_boxes
+from mitl.synthetic.meta import regenerate, synthetic_meta
 from mitl.synthetic.scenes import COLORS, POSITIONS, SHAPES, CaptionSpec, ObjectGroup, Phrase, Scene
 from mitl.synthetic.truth import Truth, judge, truth_matrix
 
@@ -230,6 +231,18 @@ def test_write_produces_the_tsv_images_labels_and_metadata(tmp_path: Path):
     }
     assert generate(n_images=meta["n_images"], seed=meta["seed"]) == dataset
     assert calls[-1] == (6, 6) and len(calls) == 6
+
+
+def test_the_recorded_parameters_regenerate_the_same_dataset():
+    dataset = generate(n_images=4, seed=7, captions_per_image=3)
+    meta = synthetic_meta(dataset)
+    assert meta == {
+        "generator": "mitl.synthetic",
+        "seed": 7,
+        "n_images": 4,
+        "captions_per_image": 3,
+    }
+    assert regenerate(json.loads(json.dumps(meta))) == dataset
 
 
 def test_write_without_images_skips_the_pngs(tmp_path: Path):

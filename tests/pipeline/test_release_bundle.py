@@ -25,6 +25,7 @@ from annotation.models import (
     Release,
     Verdict,
 )
+from annotation.synthetic import synthetic_regenerate
 from mitl.aggregation import PAIR_RULES, eccv_verdict
 from mitl.config import batch_config
 from mitl.judgements import Level
@@ -33,7 +34,7 @@ from mitl.synthetic.truth import judge
 from pipeline.bias import bias_report_build
 from pipeline.progress import StageTracker
 from pipeline.release import release_create
-from pipeline.simulate import crowd_simulate, synthetic_regenerate
+from pipeline.simulate import crowd_simulate
 from pipeline.stages import batch_create, batch_run_until
 
 BUNDLE_FILES = {

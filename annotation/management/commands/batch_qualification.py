@@ -6,14 +6,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
 from annotation.models import Batch
-from annotation.qualification_pairs import (
+from annotation.qualification.pairs import (
     QualificationPairError,
     QualificationPairInput,
     qualification_pairs_draw,
     qualification_pairs_parse,
     qualification_pairs_set,
 )
-from annotation.qualification_selectors import qualification_summary
+from annotation.qualification.selectors import qualification_summary
 
 
 class Command(BaseCommand):

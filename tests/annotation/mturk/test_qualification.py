@@ -25,7 +25,7 @@ from annotation.mturk.qualification import (
 )
 from annotation.mturk.qualification_test import ANSWER_KEY_NS, QUESTION_FORM_NS
 from annotation.mturk.sandbox import mturk_sandbox_reset
-from annotation.qualification_pairs import QualificationPairInput, qualification_pairs_set
+from annotation.qualification.pairs import QualificationPairInput, qualification_pairs_set
 
 from .helpers import (
     BASE,

@@ -1,6 +1,6 @@
 """A batch's qualification pairs: drawn as golden pairs are, or chosen by an admin.
 
-The round (`annotation.qualification`) shows them one at a time with feedback. They are
+The round (`annotation.qualification.attempts`) shows them one at a time with feedback. They are
 drawn when the batch's HITs are built (half original pairs, half pairs outside every
 annotator's top ranks) and never one shown on the batch's HIT pages, so the round never
 gives away a real HIT's golden or task pair; an admin may choose them instead, from a CSV
@@ -17,13 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 from django.db import transaction
 
-from mitl.config import BatchConfig, batch_config
-from mitl.hits import ItemSpec, PackingError, Role, golden_replacement
-from mitl.qualification import NEGATIVE_NOTE, POSITIVE_NOTE, qualification_mix
-
-from .errors import ServiceError
-from .goldens import golden_pool
-from .models import (
+from annotation.errors import ServiceError
+from annotation.goldens import golden_pool
+from annotation.models import (
     HIT,
     Batch,
     Caption,
@@ -33,6 +29,9 @@ from .models import (
     QualificationPair,
     QualificationSource,
 )
+from mitl.config import BatchConfig, batch_config
+from mitl.hits import ItemSpec, PackingError, Role, golden_replacement
+from mitl.qualification import NEGATIVE_NOTE, POSITIVE_NOTE, qualification_mix
 
 # Mixed into the batch seed, so the round's draws differ from the HITs' golden draws.
 _SEED_TAG = 0x5155_414C  # "QUAL"

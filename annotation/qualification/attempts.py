@@ -2,10 +2,14 @@
 
 A batch whose config sets `qualification_pairs` above 0 hands its HITs to a platform or
 simulated worker only after the worker passes this short round of pairs with known
-answers (`annotation.qualification_gate`; MTurk workers take the same test as an MTurk
-QualificationType); its pairs come from `annotation.qualification_pairs`. Unlike a HIT's
-golden pairs, these are practice: the worker reads, after every answer, whether it was
-right, the right answer and why.
+answers (the gate below, which the hand-out asks); its pairs come from
+`annotation.qualification.pairs`. Unlike a HIT's golden pairs, these are practice: the
+worker reads, after every answer, whether it was right, the right answer and why.
+
+MTurk workers are kept out by MTurk itself, through the QualificationRequirement the
+batch's HIT type carries (`annotation.mturk.qualification`: they take the same test as an
+MTurk QualificationType), so the gate never refuses them (the MTurk page creates their
+assignments through `handout.assignment_create` too).
 
 Lock order (see annotation/handout.py): the worker's row first, then the batch's row or
 the try's row.
@@ -16,8 +20,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
+from annotation.errors import ServiceError
+from annotation.models import (
+    Batch,
+    BatchState,
+    QualificationAnswer,
+    QualificationAttempt,
+    QualificationPair,
+    Worker,
+    WorkerSource,
+)
 from mitl.config import batch_config
 from mitl.judgements import Level
 from mitl.qualification import (
@@ -27,28 +42,6 @@ from mitl.qualification import (
     qualification_passed,
     qualification_state,
 )
-
-from .errors import ServiceError
-from .models import (
-    Batch,
-    BatchState,
-    QualificationAnswer,
-    QualificationAttempt,
-    QualificationPair,
-    Worker,
-)
-
-__all__ = [
-    "AnswerFeedback",
-    "QualificationProgress",
-    "QualificationStatus",
-    "qualification_answer_feedback",
-    "qualification_answer_record",
-    "qualification_attempt_open",
-    "qualification_pair_next",
-    "qualification_progress",
-    "qualification_status",
-]
 
 _ELAPSED_MAX = 2**31 - 1
 
@@ -79,6 +72,34 @@ class QualificationProgress:
     @property
     def attempts_left(self) -> int:
         return max(0, self.attempts_allowed - self.attempts_used)
+
+
+# --- the hand-out's gate ---------------------------------------------------------------------
+
+
+def qualification_gates(worker: Worker) -> bool:
+    """Say whether the platform checks this worker's qualification (all but MTurk workers)."""
+    return worker.source != WorkerSource.MTURK
+
+
+def batches_closed_to(*, worker: Worker) -> QuerySet[Batch]:
+    """The ids of batches with a qualification round that `worker` has not passed.
+
+    A batch has a round when its config sets `qualification_pairs` above 0 (read in the
+    query: a config without the key has none), so the hand-out can leave such batches out
+    in the same statement that finds a free HIT.
+    """
+    passed = QualificationAttempt.objects.filter(worker=worker, passed=True).values("batch_id")
+    return (
+        Batch.objects.filter(config__qualification_pairs__gt=0).exclude(pk__in=passed).values("pk")
+    )
+
+
+def qualification_missing(*, worker: Worker, batch: Batch) -> bool:
+    """Say whether `batch`'s round keeps `worker` from its HITs (not passed yet)."""
+    if not qualification_gates(worker) or not batch_config(batch).qualification_required:
+        return False
+    return not QualificationAttempt.objects.filter(worker=worker, batch=batch, passed=True).exists()
 
 
 # --- a worker's standing and tries ----------------------------------------------------------

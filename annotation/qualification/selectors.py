@@ -7,10 +7,7 @@ from typing import Any
 
 from django.db.models import Count, F, Q
 
-from mitl.config import batch_config
-from mitl.qualification import QualificationStatus
-
-from .models import (
+from annotation.models import (
     HIT,
     Batch,
     BatchState,
@@ -18,7 +15,10 @@ from .models import (
     QualificationPair,
     Worker,
 )
-from .qualification import qualification_progress
+from mitl.config import batch_config
+from mitl.qualification import QualificationStatus
+
+from .attempts import qualification_progress
 
 
 @dataclass(frozen=True)
