@@ -307,7 +307,7 @@ def judgement_row(record: JudgementRecord, *, key: str) -> dict[str, Any]:
 
 
 def _json_reports(sources: ReleaseSources) -> dict[str, Any]:
-    """The JSON reports a release carries: the annotators' diversity and the model bias."""
+    """Return the JSON reports a release carries: the annotators' diversity, the model bias."""
     reports: dict[str, Any] = {}
     if sources.diversity is not None:
         reports[DIVERSITY_FILE] = sources.diversity

@@ -127,8 +127,12 @@ def release_sources_read(
     extra_files: Mapping[str, str],
     progress: Progress | None = None,
 ) -> ReleaseSources:
-    """Read what a release of the batch is built from: the named positive sets' valid pairs,
-    its queries, work, verdicts, judgements and reports, and the proxies' graded qrels."""
+    """Read what a release of the batch is built from, as plain data.
+
+    That is the named positive sets' valid pairs, the batch's queries, work, verdicts,
+    judgements (a stream, read while the release is written) and reports, and the
+    proxies' graded qrels, computed here (`progress`).
+    """
     image_queries, caption_queries = _query_ext_ids(batch)
     return ReleaseSources(
         name=name,
