@@ -34,6 +34,9 @@ VERDICTS_FILE = "verdicts.csv"
 QRELS_I2T_FILE = "qrels_i2t.txt"
 QRELS_T2I_FILE = "qrels_t2i.txt"
 DATASHEET_FILE = "README.md"
+DIVERSITY_FILE = "diversity.json"
+BIAS_JSON_FILE = "bias_report.json"
+BIAS_HTML_FILE = "bias_report.html"
 STANDARD_FILES = frozenset(
     {I2T_FILE, T2I_FILE, JUDGEMENTS_FILE, STATS_FILE, MANIFEST_FILE, VERDICTS_FILE}
 )

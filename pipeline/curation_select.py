@@ -6,7 +6,7 @@ estimate its sample feeds and the decision to go on live in `pipeline.curation`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,11 +22,12 @@ from mitl.curation.estimate import (
     sample_draw,
     strata_sizes,
 )
-from mitl.curation.policies import Pair, policy_select
+from mitl.curation.policies import Pair, Pick, policy_select
 
 from .bulk import CANDIDATE_FIELDS, PROPOSAL_FIELDS, rows_insert
 from .curation import (
     REPORT_KEY,
+    CurationInputs,
     curation_inputs,
     current_round_record,
     next_round_budget,
@@ -36,6 +37,9 @@ from .curation import (
     universes_of,
 )
 from .progress import StageTracker
+
+SampledPair = tuple[int, Pair, str]  # (query id, pair, stratum) of the random sample
+SampleDesign = dict[str, dict[str, int]]  # direction -> stratum -> unjudged pairs in it
 
 
 def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> int:
@@ -47,10 +51,7 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
     """
     chosen = current_round_record(batch)
     if chosen is not None:  # chosen already (the record commits with the candidates): a retry
-        total = chosen["policy_pairs"] + chosen["sample_pairs"] + len(chosen["rejudged"])
-        tracker.start(total)
-        tracker.finish()
-        return total
+        return _round_already_chosen(chosen, tracker)
     plan = next_round_budget(batch=batch, config=config)
     inputs = curation_inputs(batch=batch, config=config)
     tracker.start(plan.task_pairs)
@@ -65,54 +66,11 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
         excluded=inputs.pending | inputs.known,
     )
     taken = set(inputs.outcomes) | inputs.pending | inputs.known | {p.pair for p in picks}
-    rates = pooled_rates(round_samples(batch, inputs, direction=None))
-    rng = np.random.default_rng([config.seed, batch.pk, batch.round])
-    n_queries = {
-        d: sum(q.direction == d for q in inputs.queries) for d in (Direction.I2T, Direction.T2I)
-    }
-    design: dict[str, dict[str, int]] = {}
-    sampled: list[tuple[int, Pair, str]] = []
-    for direction in (Direction.I2T, Direction.T2I):
-        if not n_queries[direction]:
-            continue
-        universes = universes_of(inputs, direction, taken)
-        sizes = strata_sizes(universes)
-        share = sample_total * n_queries[direction] // max(len(inputs.queries), 1)
-        allocation = sample_allocation(sizes, share, rates)
-        targets = inputs.caption_pks if direction == Direction.I2T else inputs.image_pks
-        drawn = sample_draw(universes, targets, allocation, rng)
-        taken.update(pair for _, pair, _ in drawn)
-        sampled += drawn
-        design[direction] = {h: sizes[h] for h in STRATA}
-    directions = {q.pk: q.direction for q in inputs.queries}
-    rows = [(p.query_id, p.pair, "") for p in picks] + sampled
+    sampled, design = _unjudged_sample(
+        batch=batch, config=config, inputs=inputs, taken=taken, total=sample_total
+    )
     with transaction.atomic():
-        ids = rows_insert(
-            Candidate,
-            CANDIDATE_FIELDS,
-            [
-                (batch.pk, query_id, directions[query_id], pair[0], pair[1], batch.round, stratum)
-                for query_id, pair, stratum in rows
-            ],
-            with_ids=True,
-        )
-        scores = _proposal_scores(batch, picks)
-        rows_insert(
-            Proposal,
-            PROPOSAL_FIELDS,
-            [
-                (
-                    candidate_id,
-                    annotator_id,
-                    pick.query_id,
-                    rank,
-                    scores[(pick.query_id, annotator_id)][rank - 1],
-                )
-                # ids start with the picks' (rows lists them first); samples have no proposal
-                for candidate_id, pick in zip(ids, picks, strict=False)
-                for annotator_id, rank in pick.ranked_by
-            ],
-        )
+        _candidates_write(batch, inputs, picks, sampled)
         _round_record(
             batch,
             {
@@ -126,7 +84,84 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
             },
         )
     tracker.finish()
-    return len(rows) + len(rejudged)
+    return len(picks) + len(sampled) + len(rejudged)
+
+
+def _round_already_chosen(chosen: Mapping[str, Any], tracker: StageTracker) -> int:
+    """Report a retried round as done at once; return how many pairs it has."""
+    total = chosen["policy_pairs"] + chosen["sample_pairs"] + len(chosen["rejudged"])
+    tracker.start(total)
+    tracker.finish()
+    return total
+
+
+def _unjudged_sample(
+    *,
+    batch: Batch,
+    config: BatchConfig,
+    inputs: CurationInputs,
+    taken: set[Pair],
+    total: int,
+) -> tuple[list[SampledPair], SampleDesign]:
+    """Draw the round's stratified random sample of unjudged pairs, direction by direction.
+
+    Each direction gets a share of `total` by its number of queries; `taken` grows by the
+    pairs drawn. Return the sample and each direction's stratum sizes when it was drawn.
+    """
+    rates = pooled_rates(round_samples(batch, inputs, direction=None))
+    rng = np.random.default_rng([config.seed, batch.pk, batch.round])
+    n_queries = {
+        d: sum(q.direction == d for q in inputs.queries) for d in (Direction.I2T, Direction.T2I)
+    }
+    design: SampleDesign = {}
+    sampled: list[SampledPair] = []
+    for direction in (Direction.I2T, Direction.T2I):
+        if not n_queries[direction]:
+            continue
+        universes = universes_of(inputs, direction, taken)
+        sizes = strata_sizes(universes)
+        share = total * n_queries[direction] // max(len(inputs.queries), 1)
+        allocation = sample_allocation(sizes, share, rates)
+        targets = inputs.caption_pks if direction == Direction.I2T else inputs.image_pks
+        drawn = sample_draw(universes, targets, allocation, rng)
+        taken.update(pair for _, pair, _ in drawn)
+        sampled += drawn
+        design[direction] = {h: sizes[h] for h in STRATA}
+    return sampled, design
+
+
+def _candidates_write(
+    batch: Batch, inputs: CurationInputs, picks: Sequence[Pick], sampled: Sequence[SampledPair]
+) -> None:
+    """Insert the round's candidates, the policy's picks first, and the picks' proposals."""
+    directions = {q.pk: q.direction for q in inputs.queries}
+    rows = [(p.query_id, p.pair, "") for p in picks] + list(sampled)
+    ids = rows_insert(
+        Candidate,
+        CANDIDATE_FIELDS,
+        [
+            (batch.pk, query_id, directions[query_id], pair[0], pair[1], batch.round, stratum)
+            for query_id, pair, stratum in rows
+        ],
+        with_ids=True,
+    )
+    scores = _proposal_scores(batch, picks)
+    rows_insert(
+        Proposal,
+        PROPOSAL_FIELDS,
+        [
+            (
+                candidate_id,
+                annotator_id,
+                pick.query_id,
+                rank,
+                scores[(pick.query_id, annotator_id)][rank - 1],
+            )
+            # ids start with the picks' (rows lists them first); samples have no proposal
+            for candidate_id, pick in zip(ids, picks, strict=False)
+            for annotator_id, rank in pick.ranked_by
+        ],
+    )
 
 
 def rejudge_candidates(*, batch: Batch, config: BatchConfig) -> list[int]:

@@ -8,8 +8,6 @@ from typing import Any
 from annotation.models import Batch, Ranking
 from mitl.diversity import diversity_report
 
-DIVERSITY_FILE = "diversity.json"
-
 
 def diversity_compute(*, batch: Batch) -> dict[str, Any]:
     """Compare the annotators' stored rankings of the same queries, per direction."""

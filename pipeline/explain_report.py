@@ -17,7 +17,7 @@ from typing import Any
 from django.core.files.storage import default_storage
 
 from annotation.errors import ServiceError
-from annotation.models import Dataset, MachineAnnotator
+from annotation.models import Dataset, MachineAnnotator, Release
 from mitl.annotators import AnnotatorError
 from mitl.evaluation_inputs import DIRECTIONS, RankingsByDirection, ReleaseTruth
 from mitl.explain.html import render_report
@@ -25,6 +25,7 @@ from mitl.explain.metrics import DEFAULT_SIZE_THRESHOLD
 from pipeline.corpus import corpus_load
 from pipeline.explain import (
     DEFAULT_WORST,
+    DatasetConcepts,
     annotator_rankings,
     crowd_concepts,
     dataset_concepts,
@@ -77,7 +78,7 @@ def inline_image(file_name: str) -> str | None:
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def _chosen_annotators(request: ExplainRequest, release: Any) -> list[MachineAnnotator]:
+def _chosen_annotators(request: ExplainRequest, release: Release | None) -> list[MachineAnnotator]:
     if request.annotators:
         rows = {a.name: a for a in MachineAnnotator.objects.filter(name__in=request.annotators)}
         unknown = [name for name in request.annotators if name not in rows]
@@ -100,50 +101,87 @@ def explain_report(
         raise ServiceError("nothing to explain: give rankings, an annotator or --adversarial")
     release = release_of(request.release_dir)
     concepts = dataset_concepts(request.dataset)
+    given = request.rankings
+    models = [] if given is None else [_rankings_model(request, given, concepts)]
+    annotator_models, skipped = _annotator_models(request, release, concepts, listener)
+    models += annotator_models
+    shown = [image for model in models for image in shown_images(model["explanation"])]
+    return {
+        "release": str(request.release_dir),
+        "dataset": request.dataset.name,
+        "concept_sources": concepts.sources,
+        "settings": _report_settings(request),
+        "models": models,
+        "skipped_annotators": skipped,
+        "crowd": crowd_concepts(release),
+        "images": image_details(concepts, shown, url_of),
+    }
+
+
+def _report_settings(request: ExplainRequest) -> dict[str, Any]:
+    """Return the settings of the report (the perturbation kinds only when adversarial)."""
+    return {
+        "worst": request.worst,
+        "size_threshold": request.size_threshold,
+        "seed": request.seed,
+        "kinds": available_kinds(request.kinds) if request.adversarial else [],
+    }
+
+
+def _explanation(
+    request: ExplainRequest, rankings: RankingsByDirection, concepts: DatasetConcepts
+) -> dict[str, Any]:
+    """Explain one model's rankings with the request's settings."""
+    return explain_rankings(
+        truth=request.truth,
+        rankings=rankings,
+        concepts=concepts,
+        worst=request.worst,
+        size_threshold=request.size_threshold,
+    )
+
+
+def _rankings_model(
+    request: ExplainRequest, rankings: RankingsByDirection, concepts: DatasetConcepts
+) -> dict[str, Any]:
+    """Explain the rankings the request brings (a model run elsewhere)."""
+    return {
+        "name": request.model_name,
+        "source": "rankings",
+        "explanation": _explanation(request, rankings, concepts),
+        "adversarial": _rankings_adversarial(request, concepts.caption_text),
+    }
+
+
+def _annotator_models(
+    request: ExplainRequest,
+    release: Release | None,
+    concepts: DatasetConcepts,
+    listener: ProgressListener | None,
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Rank the release's queries with each chosen annotator and explain its rankings.
+
+    Return the explained models and the annotators skipped, each with its reason (e.g. an
+    image model on a text-only dataset).
+    """
+    chosen = _chosen_annotators(request, release)
+    if not chosen:
+        return [], []
+    loaded = corpus_load(dataset=request.dataset)
     queries = {d: sorted(request.truth.positives[d]) for d in DIRECTIONS}
     models: list[dict[str, Any]] = []
-    if request.rankings is not None:
-        models.append(
-            {
-                "name": request.model_name,
-                "source": "rankings",
-                "explanation": explain_rankings(
-                    truth=request.truth,
-                    rankings=request.rankings,
-                    concepts=concepts,
-                    worst=request.worst,
-                    size_threshold=request.size_threshold,
-                ),
-                "adversarial": _rankings_adversarial(request, concepts.caption_text),
-            }
-        )
-    chosen = _chosen_annotators(request, release)
-    loaded = corpus_load(dataset=request.dataset) if chosen else None
     skipped: list[dict[str, str]] = []
     for row in chosen:
-        assert loaded is not None
         try:
             prepared = annotator_prepare(
                 row=row, dataset=request.dataset, loaded=loaded, listener=listener
             )
-        except AnnotatorError as exc:  # e.g. an image model on a text-only dataset
+        except AnnotatorError as exc:
             skipped.append({"name": row.name, "reason": str(exc)})
             continue
         rankings = annotator_rankings(loaded=loaded, prepared=prepared, queries=queries)
-        model = {
-            "name": row.name,
-            "source": f"annotator ({row.kind})",
-            "explanation": explain_rankings(
-                truth=request.truth,
-                rankings=rankings,
-                concepts=concepts,
-                worst=request.worst,
-                size_threshold=request.size_threshold,
-            ),
-            "adversarial": None,
-        }
-        if request.adversarial:
-            model["adversarial"] = adversarial_rerank(
+        adversarial = (
+            adversarial_rerank(
                 name=row.name,
                 prepared=prepared,
                 loaded=loaded,
@@ -152,23 +190,18 @@ def explain_report(
                 seed=request.seed,
                 listener=listener,
             )
-        models.append(model)
-    shown = [image for model in models for image in shown_images(model["explanation"])]
-    return {
-        "release": str(request.release_dir),
-        "dataset": request.dataset.name,
-        "concept_sources": concepts.sources,
-        "settings": {
-            "worst": request.worst,
-            "size_threshold": request.size_threshold,
-            "seed": request.seed,
-            "kinds": available_kinds(request.kinds) if request.adversarial else [],
-        },
-        "models": models,
-        "skipped_annotators": skipped,
-        "crowd": crowd_concepts(release),
-        "images": image_details(concepts, shown, url_of),
-    }
+            if request.adversarial
+            else None
+        )
+        models.append(
+            {
+                "name": row.name,
+                "source": f"annotator ({row.kind})",
+                "explanation": _explanation(request, rankings, concepts),
+                "adversarial": adversarial,
+            }
+        )
+    return models, skipped
 
 
 def report_write(report: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:

@@ -1,13 +1,16 @@
-"""Releasing: extended positive sets (original ∪ human ∪ imported, minus invalid captions)."""
+"""Releasing: extended positive sets (original ∪ human ∪ imported, minus invalid captions).
+
+`release_create` reads a batch into plain data (`mitl.release_bundle.ReleaseSources`),
+builds the bundle with `mitl.release_bundle.release_bundle_build` and writes it atomically
+(`mitl.release_files.write_release_dir`) with its database row.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import math
 import shutil
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -31,37 +34,27 @@ from annotation.models import (
     Release,
     Verdict,
 )
-from mitl.aggregation import RULE_DESCRIPTIONS
-from mitl.bias_html import render_bias_html
 from mitl.config import BatchConfig, parse_relevance
-from mitl.datasheet import datasheet_markdown
-from mitl.judgements import Level, mask_to_shortcomings, mask_to_wrong_concepts
-from mitl.qrels import proxy_qrels_file, qrels_text
-from mitl.release_files import (
-    DATASHEET_FILE,
-    QRELS_I2T_FILE,
-    QRELS_T2I_FILE,
-    bundle_checksum_path,
-    bundle_path,
-    positive_counts,
-    positives_by_query,
-    write_release_dir,
+from mitl.release_bundle import (
+    InvalidCaption,
+    JudgementRecord,
+    ProxyQrels,
+    ReleaseBundle,
+    ReleaseSources,
+    SourceSet,
+    VerdictRecord,
+    curation_summary,
+    extra_files_check,
+    release_bundle_build,
 )
+from mitl.release_files import bundle_checksum_path, bundle_path, write_release_dir
 from mitl.relevance.images import Progress
 from mitl.relevance.proxies import proxy_spec
 
 from .aggregate import human_set_name
 from .bias import bias_report_build
 from .curation import REPORT_KEY as CURATION_REPORT
-from .diversity import DIVERSITY_FILE
 from .relevance import RELEASE_AGGREGATION, proxy_qrels_files
-
-BIAS_HTML_FILE = "bias_report.html"
-BIAS_JSON_FILE = "bias_report.json"
-# Files release_create writes besides write_release_dir's standard ones.
-GENERATED_FILES = frozenset(
-    {QRELS_I2T_FILE, QRELS_T2I_FILE, DATASHEET_FILE, DIVERSITY_FILE, BIAS_HTML_FILE, BIAS_JSON_FILE}
-)
 
 
 def release_create(
@@ -87,92 +80,28 @@ def release_create(
     imported = _imported_sets(batch, include_sets)
     extra_files = dict(extra_files or {})
     proxies = list(config.relevance if relevance is None else parse_relevance(relevance))
-    generated = GENERATED_FILES | {proxy_qrels_file(p, d) for p in proxies for d in ("i2t", "t2i")}
-    clashing = sorted(set(extra_files) & generated)
-    if clashing:
-        raise ServiceError(f"extra release file {clashing[0]!r} would replace a generated file")
-    sources = [ORIGINAL_SET, human_set_name(batch), *imported]
-    image_queries, caption_queries = _query_ext_ids(batch)
-    original = _pairs(batch, [ORIGINAL_SET])
-    extended = _pairs(batch, sources)
-    i2t_before, t2i_before = positives_by_query(
-        original, image_queries=image_queries, caption_queries=caption_queries
+    try:
+        extra_files_check(extra_files, proxies)
+    except ValueError as error:
+        raise ServiceError(str(error)) from None
+    sources = release_sources_read(
+        batch=batch,
+        config=config,
+        name=name,
+        version=_next_version(name),
+        set_names=[ORIGINAL_SET, human_set_name(batch), *imported],
+        proxies=proxies,
+        extra_files=extra_files,
+        progress=progress,
     )
-    i2t, t2i = positives_by_query(
-        extended, image_queries=image_queries, caption_queries=caption_queries
-    )
-    stats = {
-        "i2t": positive_counts(i2t_before, i2t),
-        "t2i": positive_counts(t2i_before, t2i),
-        **_work_stats(batch),
-        "curation": _curation_stats(batch, config),
-    }
-    verdict_rows = _verdict_rows(batch)
-    scores = {(row["image_id"], row["caption_id"]): row["score"] for row in verdict_rows}
-    version = _next_version(name)
-    final_dir = settings.RELEASES_DIR / name / str(version)
-    invalid = _invalid_captions(batch)
-    manifest: dict[str, Any] = {
-        "name": name,
-        "version": version,
-        "dataset": batch.dataset.name,
-        "batches": [batch.pk],
-        "sources": sources,
-        "source_sets": _source_sets(batch, sources),
-        "rule": config.aggregation,
-        "rules": {str(batch.pk): config.aggregation},
-        "rule_description": RULE_DESCRIPTIONS[config.aggregation],
-        "counts": _finite(
-            {
-                "i2t": stats["i2t"],
-                "t2i": stats["t2i"],
-                "pairs_original": len(original),
-                "pairs_extended": len(extended),
-                "verdicts": stats["verdicts"],
-                "judgements": stats["judgements"],
-                "judgements_on_invalid_captions": stats["judgements_on_invalid_captions"],
-            }
-        ),
-        "format": "ECCV Caption (image_to_caption.json, caption_to_image.json)",
-        "invalid_captions_excluded": [entry["caption_id"] for entry in invalid],
-        "invalid_captions": invalid,
-    }
-    reports = {DIVERSITY_FILE: batch.reports["diversity"]} if "diversity" in batch.reports else {}
-    bias = _bias_report(batch)
-    if bias is not None:
-        reports[BIAS_JSON_FILE] = bias
-        extra_files[BIAS_HTML_FILE] = render_bias_html(bias, standalone=True)
-    if proxies:
-        manifest["relevance"] = {
-            "proxies": proxies,
-            "aggregation": RELEASE_AGGREGATION,
-            "versions": {proxy: proxy_spec(proxy).version for proxy in proxies},
-        }
-    text_files = {
-        QRELS_I2T_FILE: qrels_text(i2t, scores, direction="i2t"),
-        QRELS_T2I_FILE: qrels_text(t2i, scores, direction="t2i"),
-        **proxy_qrels_files(batch.dataset, proxies, list(i2t), list(t2i), progress),
-        **extra_files,
-        DATASHEET_FILE: datasheet_markdown(manifest, stats, extra_files=sorted(extra_files)),
-    }
-    manifest = write_release_dir(
-        final_dir,
-        i2t=i2t,
-        t2i=t2i,
-        judgements=_judgement_rows(batch),
-        stats=stats,
-        reports=reports,
-        verdicts=verdict_rows,
-        text_files=text_files,
-        bundle_root=f"{name}-v{version}",
-        manifest=manifest,
-    )
+    final_dir = settings.RELEASES_DIR / name / str(sources.version)
+    manifest = _bundle_write(release_bundle_build(sources), final_dir)
     try:
         with transaction.atomic():
             release = Release.objects.create(
                 dataset=batch.dataset,
                 name=name,
-                version=version,
+                version=sources.version,
                 rule=config.aggregation,
                 path=str(final_dir),
                 manifest=manifest,
@@ -187,31 +116,84 @@ def release_create(
     return release
 
 
-def _curation_stats(batch: Batch, config: BatchConfig) -> dict[str, Any]:
-    """Strategy, rounds, budget and the estimated recall per direction (docs/curation.md)."""
-    report = batch.reports.get(CURATION_REPORT, {})
-    return {
-        "strategy": config.strategy,
-        "adjudication": config.adjudication if config.adaptive else None,
-        "rounds": batch.round + 1,
-        "budget_judgements": config.budget_judgements or None,
-        "judgements_spent": report.get("judgements_spent"),
-        "directions": {
-            direction: {"found": values["found"], "estimate": values["estimate"]}
-            for direction, values in report.get("directions", {}).items()
-        },
-    }
+def release_sources_read(
+    *,
+    batch: Batch,
+    config: BatchConfig,
+    name: str,
+    version: int,
+    set_names: Sequence[str],
+    proxies: Sequence[str],
+    extra_files: Mapping[str, str],
+    progress: Progress | None = None,
+) -> ReleaseSources:
+    """Read what a release of the batch is built from, as plain data.
 
-
-def worker_pseudonym(worker: str) -> str:
-    """Return a stable, non-reversible name for a worker in published files.
-
-    Releases are shared: MTurk WorkerIds link to people's Amazon profiles, and login names
-    help password guessing. The same worker keeps one pseudonym across releases of this
-    installation (keyed by SECRET_KEY), so per-worker analyses still work.
+    That is the named positive sets' valid pairs, the batch's queries, work, verdicts,
+    judgements (a stream, read while the release is written) and reports, and the
+    proxies' graded qrels, computed here (`progress`).
     """
-    digest = hmac.new(settings.SECRET_KEY.encode(), worker.encode(), hashlib.sha256)
-    return f"w-{digest.hexdigest()[:16]}"
+    image_queries, caption_queries = _query_ext_ids(batch)
+    return ReleaseSources(
+        name=name,
+        version=version,
+        dataset=batch.dataset.name,
+        rule=config.aggregation,
+        rules={batch.pk: config.aggregation},
+        source_sets=_source_sets(batch, set_names),
+        image_queries=image_queries,
+        caption_queries=caption_queries,
+        original_pairs=_pairs(batch, [ORIGINAL_SET]),
+        extended_pairs=_pairs(batch, set_names),
+        work=_work_stats(batch),
+        curation=curation_summary(
+            config=config, report=batch.reports.get(CURATION_REPORT, {}), rounds=batch.round + 1
+        ),
+        verdicts=_verdict_records(batch),
+        judgements=_judgement_records(batch),
+        invalid_captions=_invalid_captions(batch),
+        pseudonym_key=settings.SECRET_KEY,
+        diversity=batch.reports.get("diversity"),
+        bias=_bias_report(batch),
+        relevance=_proxy_qrels(batch, proxies, image_queries, caption_queries, progress),
+        extra_files=extra_files,
+    )
+
+
+def _bundle_write(bundle: ReleaseBundle, final_dir: Path) -> dict[str, Any]:
+    """Write the bundle into `final_dir` and its zip; return the manifest with its files."""
+    return write_release_dir(
+        final_dir,
+        i2t=bundle.i2t,
+        t2i=bundle.t2i,
+        judgements=bundle.judgements,
+        stats=bundle.stats,
+        reports=bundle.reports,
+        verdicts=bundle.verdicts,
+        text_files=bundle.text_files,
+        bundle_root=bundle.root,
+        manifest=bundle.manifest,
+    )
+
+
+def _proxy_qrels(
+    batch: Batch,
+    proxies: Sequence[str],
+    image_queries: Sequence[int],
+    caption_queries: Sequence[int],
+    progress: Progress | None,
+) -> ProxyQrels | None:
+    """Compute the proxies' graded qrels of the release's queries (each query once, sorted)."""
+    if not proxies:
+        return None
+    files = proxy_qrels_files(
+        batch.dataset, proxies, sorted(set(image_queries)), sorted(set(caption_queries)), progress
+    )
+    return ProxyQrels(
+        aggregation=RELEASE_AGGREGATION,
+        versions={proxy: proxy_spec(proxy).version for proxy in proxies},
+        files=files,
+    )
 
 
 def _bias_report(batch: Batch) -> dict[str, Any] | None:
@@ -243,7 +225,7 @@ def _imported_sets(batch: Batch, names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _source_sets(batch: Batch, names: list[str]) -> list[dict[str, Any]]:
+def _source_sets(batch: Batch, names: Sequence[str]) -> list[SourceSet]:
     """Describe each source set: its kind and how many valid pairs it holds."""
     sets = {
         s.name: s for s in PositiveSet.objects.filter(dataset_id=batch.dataset_id, name__in=names)
@@ -251,27 +233,17 @@ def _source_sets(batch: Batch, names: list[str]) -> list[dict[str, Any]]:
     described = []
     for set_name in names:
         positive_set = sets.get(set_name)
-        described.append(
-            {
-                "name": set_name,
-                "source": positive_set.source if positive_set else PositiveSource.HUMAN.value,
-                "description": positive_set.description if positive_set else "",
-                "pairs": positive_set.pairs.filter(caption__is_invalid=False).count()
-                if positive_set
-                else 0,
-            }
-        )
+        if positive_set is None:  # the batch's human set before its aggregation stored it
+            described.append(SourceSet(set_name, PositiveSource.HUMAN.value, "", 0))
+            continue
+        pairs = positive_set.pairs.filter(caption__is_invalid=False).count()
+        described.append(SourceSet(set_name, positive_set.source, positive_set.description, pairs))
     return described
 
 
-def _invalid_captions(batch: Batch) -> list[dict[str, Any]]:
+def _invalid_captions(batch: Batch) -> list[InvalidCaption]:
     return [
-        {
-            "caption_id": ext_id,
-            "image_id": image_ext_id,
-            "reason": reason,
-            "marked_at": marked_at.isoformat() if marked_at else None,
-        }
+        InvalidCaption(caption_id=ext_id, image_id=image_ext_id, reason=reason, marked_at=marked_at)
         for ext_id, image_ext_id, reason, marked_at in batch.dataset.captions.filter(
             is_invalid=True
         )
@@ -280,20 +252,13 @@ def _invalid_captions(batch: Batch) -> list[dict[str, Any]]:
     ]
 
 
-def _finite(value: Any) -> Any:
-    """Replace NaN by None: JSON columns (PostgreSQL jsonb) refuse NaN."""
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
-def _verdict_rows(batch: Batch) -> list[dict[str, Any]]:
-    """Return the rows of verdicts.csv: every verdict on a valid caption, by pair."""
-    rows = []
-    for image, caption, rule, is_positive, score, confidence, n, distribution in (
-        Verdict.objects.filter(candidate__batch=batch, candidate__caption__is_invalid=False)
+def _verdict_records(batch: Batch) -> list[VerdictRecord]:
+    """Return every verdict of the batch on a valid caption, by pair."""
+    return [
+        VerdictRecord(*row)
+        for row in Verdict.objects.filter(
+            candidate__batch=batch, candidate__caption__is_invalid=False
+        )
         .order_by("candidate__image__ext_id", "candidate__caption__ext_id")
         .values_list(
             "candidate__image__ext_id",
@@ -305,20 +270,7 @@ def _verdict_rows(batch: Batch) -> list[dict[str, Any]]:
             "n_judgements",
             "distribution",
         )
-    ):
-        rows.append(
-            {
-                "image_id": image,
-                "caption_id": caption,
-                "rule": rule,
-                "is_positive": int(is_positive),
-                "score": round(score, 6),
-                "confidence": round(confidence, 6),
-                "n_judgements": n,
-                **{level.value: distribution.get(level.value, 0) for level in Level},
-            }
-        )
-    return rows
+    ]
 
 
 def _next_version(name: str) -> int:
@@ -348,7 +300,7 @@ def _query_ext_ids(batch: Batch) -> tuple[list[int], list[int]]:
     return images, captions
 
 
-def _pairs(batch: Batch, set_names: list[str]) -> set[tuple[int, int]]:
+def _pairs(batch: Batch, set_names: Sequence[str]) -> set[tuple[int, int]]:
     return set(
         PositivePair.objects.filter(
             positive_set__dataset_id=batch.dataset_id,
@@ -387,7 +339,8 @@ def _work_stats(batch: Batch) -> dict[str, Any]:
     }
 
 
-def _judgement_rows(batch: Batch) -> Iterator[dict[str, Any]]:
+def _judgement_records(batch: Batch) -> Iterator[JudgementRecord]:
+    """Stream every raw answer of the batch but those of accepted (not yet submitted) work."""
     rows = (
         Judgement.objects.filter(assignment__hit__batch=batch)
         .exclude(assignment__status=AssignmentStatus.ACCEPTED)
@@ -408,33 +361,12 @@ def _judgement_rows(batch: Batch) -> Iterator[dict[str, Any]]:
             "assignment__status",
         )
     )
-    for (
-        image,
-        caption,
-        role,
-        level,
-        shortcomings,
-        concepts,
-        other,
-        elapsed,
-        source,
-        worker,
-        hit,
-        assignment,
-        status,
-    ) in rows.iterator(chunk_size=5000):
-        yield {
-            "image_id": image,
-            "caption_id": caption,
-            "role": role,
-            "level": level,
-            "shortcomings": mask_to_shortcomings(shortcomings),
-            "wrong_concepts": mask_to_wrong_concepts(concepts),
-            "other_text": other,
-            "elapsed_ms": elapsed,
-            "worker": worker_pseudonym(f"{source}:{worker}"),
-            "batch": batch.pk,
-            "hit": hit,
-            "assignment": assignment,
-            "assignment_status": status,
-        }
+    for *answer, source, worker, hit, assignment, status in rows.iterator(chunk_size=5000):
+        yield JudgementRecord(
+            *answer,
+            worker=f"{source}:{worker}",
+            batch=batch.pk,
+            hit=hit,
+            assignment=assignment,
+            assignment_status=status,
+        )
