@@ -81,7 +81,9 @@ def import_edges() -> list[ImportEdge]:
             found = [name for name in names[1:] if name in files] if len(names) > 1 else []
             for target in found or [name for name in names[:1] if name in files]:
                 if target != module:
-                    edges.append(ImportEdge(module, target, node.lineno, node.lineno in local_lines))
+                    edges.append(
+                        ImportEdge(module, target, node.lineno, node.lineno in local_lines)
+                    )
     return edges
 
 
