@@ -13,8 +13,11 @@ from .handout import assignments_expire, hits_recount_slots
 from .imports.jobs import import_job_create, import_job_run, import_lease
 from .imports.requests import Upload
 from .imports.staging import import_staging_clean
-from .models import ImportJob
-from .task_leases import lease_held, leases_recover, task_queue
+from .models import Batch, ImportJob
+from .mturk.errors import MTurkError
+from .mturk.publish import mturk_publish_recorded
+from .mturk.sync import mturk_sync_published, mturk_sync_recorded
+from .task_leases import LeaseSpec, lease_held, leases_recover, task_queue
 
 
 @shared_task(name="annotation.expire_assignments", ignore_result=True, time_limit=60)
@@ -83,30 +86,62 @@ def clean_import_staging() -> int:
 
 # The soft limit lets a sync give its batch's lease back (see mturk.sync.SYNC_LEASE).
 @shared_task(
-    name="annotation.mturk_sync", ignore_result=True, soft_time_limit=29 * 60, time_limit=30 * 60
+    name="annotation.mturk_sync",
+    bind=True,
+    ignore_result=True,
+    soft_time_limit=29 * 60,
+    time_limit=30 * 60,
 )
-def mturk_sync(batch_id: int | None = None) -> dict[int, list[str]]:
+def mturk_sync(self, batch_id: int | None = None) -> dict[int, list[str]]:
     """Sync one batch with MTurk, or every batch with published HITs (Celery beat).
 
     A sync of a batch that another sync is still running returns "already running" and
     calls nothing on MTurk.
     """
-    from .models import Batch  # the MTurk services load on first use, not at start-up
-    from .mturk.sync import mturk_sync_published, mturk_sync_recorded
-
     if batch_id is None:
         return mturk_sync_published()
-    return {batch_id: mturk_sync_recorded(batch=Batch.objects.get(pk=batch_id))}
+    with lease_held(self, mturk_sync_lease(batch_id)) as held:
+        if not held:
+            return {batch_id: [f"a sync of batch {batch_id} is already running elsewhere"]}
+        return {batch_id: mturk_sync_recorded(batch=Batch.objects.get(pk=batch_id))}
 
 
-@shared_task(name="annotation.mturk_publish", ignore_result=True, time_limit=60 * 60)
-def mturk_publish(batch_id: int, production: bool = False) -> list[str]:
+@shared_task(name="annotation.mturk_publish", bind=True, ignore_result=True, time_limit=60 * 60)
+def mturk_publish(self, batch_id: int, production: bool = False) -> list[str]:
     """Publish a batch's HITs on MTurk; the outcome is kept in Batch.mturk["last_publish"]."""
-    from .models import Batch
-    from .mturk.errors import MTurkError
-    from .mturk.publish import mturk_publish_recorded
+    with lease_held(self, mturk_publish_lease(batch_id)) as held:
+        if not held:
+            return [f"a publication of batch {batch_id} is already running elsewhere"]
+        try:
+            return mturk_publish_recorded(
+                batch=Batch.objects.get(pk=batch_id), production=production
+            )
+        except MTurkError as exc:
+            return [f"PROBLEM {exc}"]
 
-    try:
-        return mturk_publish_recorded(batch=Batch.objects.get(pk=batch_id), production=production)
-    except MTurkError as exc:
-        return [f"PROBLEM {exc}"]
+
+# --- queueing the MTurk tasks: leased, so a double click never runs two at once ----------
+
+
+def mturk_publish_lease(batch_id: int) -> LeaseSpec:
+    """The lease of `annotation.mturk_publish` for one batch (either environment).
+
+    No batch named: a publication lost too often must not mark the batch's stages as
+    failed; its outcome shows in Batch.mturk["last_publish"], and publishing resumes.
+    """
+    return LeaseSpec(key=f"batch:{batch_id}:mturk_publish")
+
+
+def mturk_sync_lease(batch_id: int) -> LeaseSpec:
+    """The lease of `annotation.mturk_sync` for one batch (as `mturk_publish_lease`)."""
+    return LeaseSpec(key=f"batch:{batch_id}:mturk_sync")
+
+
+def mturk_publish_queue(*, batch_id: int, production: bool) -> None:
+    """Queue the publication of the batch's HITs not yet on MTurk, on commit (idempotent)."""
+    task_queue(mturk_publish, [batch_id, production], mturk_publish_lease(batch_id))
+
+
+def mturk_sync_queue(*, batch_id: int) -> None:
+    """Queue a sync of the batch with MTurk once the transaction commits."""
+    task_queue(mturk_sync, [batch_id], mturk_sync_lease(batch_id))

@@ -23,7 +23,8 @@ from annotation.selectors import (
 from mitl.config import BatchConfig, ConfigError, parse_batch_config
 from mitl.costs import CENT, cost_estimate
 from pipeline.launch import batch_create_with_queries, queries_file_parse
-from pipeline.stages import batch_cancel, batch_start
+from pipeline.stages import batch_cancel
+from pipeline.tasks import batch_start_queue
 
 from .fields import JSONObjectField
 from .filters import TextFilter
@@ -285,7 +286,7 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
 
         Without a broker (the embedded default) the stages run before this call answers.
         """
-        return self._detail(batch_start(batch=self.get_object()))
+        return self._detail(batch_start_queue(batch=self.get_object()))
 
     @extend_schema(request=None, responses=BatchDetailSerializer)
     @action(detail=True, methods=["post"])

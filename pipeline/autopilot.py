@@ -93,8 +93,9 @@ def crowd_autopilot(*, batch_id: int, seed: int = 0) -> AutopilotStep:
         },
     )
     # force: HITs still short of approved work after the rounds close as they are.
-    moved = stage_advance(batch_id=batch.pk, stage=BatchState.ANNOTATING, force=True)
-    return AutopilotStep.CLOSED if moved else AutopilotStep.DONE
+    # The caller (the `mitl.crowd_autopilot` task) queues the aggregation that follows.
+    closed = stage_advance(batch_id=batch.pk, stage=BatchState.ANNOTATING, force=True)
+    return AutopilotStep.CLOSED if closed.moved else AutopilotStep.DONE
 
 
 def known_positives_write(dataset_id: int, folder: str) -> Path:

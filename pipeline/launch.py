@@ -32,8 +32,8 @@ from mitl.instructions import Example
 from mitl.sampling import CAPTION_STREAM, IMAGE_STREAM, sample_ids
 
 from .autopilot import autopilot_request
-from .queueing import crowd_autopilot_queue
-from .stages import batch_create, batch_start
+from .stages import batch_create
+from .tasks import batch_start_queue, crowd_autopilot_queue
 
 MAX_LISTED_IDS = 5  # unknown ids named in an error message
 
@@ -111,10 +111,10 @@ def batch_launch(*, batch: Batch, simulated_crowd: bool = False) -> Batch:
     records its error on the batch and raises here.
     """
     if not simulated_crowd:
-        return batch_start(batch=batch)
+        return batch_start_queue(batch=batch)
     autopilot_request(batch=batch)
     try:
-        batch = batch_start(batch=batch)
+        batch = batch_start_queue(batch=batch)
     finally:
         # Queued even when an eager stage failed here, so the batch page says it stopped;
         # on commit, so a worker never reads the batch before it is saved.

@@ -12,11 +12,15 @@ HIT has its approved assignments, or when an admin closes it early. A state name
 stage that runs next; a failed stage keeps its state and records the error, so running
 it again resumes where it stopped. An admin may cancel a batch before it is released
 (`batch_cancel`); a cancelled batch runs nothing any more.
+
+Nothing here queues a task: a call that moves a batch returns what comes next
+(`StageNext`), and the tasks layer (`pipeline.tasks.next_queue`) queues it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -43,6 +47,7 @@ from annotation.models import (
     Release,
     Verdict,
 )
+from annotation.mturk.state import is_production
 from mitl.config import BatchConfig, batch_config, parse_batch_config
 from mitl.instructions import Example
 
@@ -54,7 +59,6 @@ from .curation import curation_report, round_advance, rounds_continue
 from .diversity import diversity_save
 from .pool import candidates_pool
 from .progress import ProgressListener, StageTracker
-from .queueing import mturk_round_publish_queue, retrieval_chunks_queue, stage_queue
 from .release import release_create
 from .retrieve import (
     embeddings_warm,
@@ -75,6 +79,25 @@ STAGE_ORDER: tuple[str, ...] = (
 AUTOMATIC_STAGES = frozenset(
     {BatchState.RETRIEVING, BatchState.POOLING, BatchState.BUILDING, BatchState.AGGREGATING}
 )
+
+
+@dataclass(frozen=True)
+class StageNext:
+    """What a stage call leaves to be queued; the tasks layer queues it (`next_queue`).
+
+    `moved`: this call moved the batch on (a duplicate or late delivery never did, so it
+    never starts a next stage twice). `stage`: the automatic stage to queue next, if any.
+    `chunks`: retrieval chunks (annotator id, query ids) to queue, one task each.
+    `mturk_publish`: a later round's HITs join the batch's MTurk publication, on
+    production when `mturk_production`, else on the sandbox.
+    """
+
+    batch_id: int
+    moved: bool = False
+    stage: str | None = None
+    chunks: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    mturk_publish: bool = False
+    mturk_production: bool = False
 
 
 def batch_create(
@@ -127,17 +150,18 @@ def next_state(state: str) -> str:
     return STAGE_ORDER[STAGE_ORDER.index(state) + 1]
 
 
-def batch_start(*, batch: Batch) -> Batch:
-    """Move a draft batch to retrieving and queue the automatic stages."""
-    with transaction.atomic():
-        updated = Batch.objects.filter(pk=batch.pk, state=BatchState.DRAFT).update(
-            state=BatchState.RETRIEVING
-        )
-        if not updated:
-            raise ServiceError(f"batch {batch.pk} has already started (state {batch.state})")
-        stage_queue(batch_id=batch.pk, stage=BatchState.RETRIEVING)
-    batch.refresh_from_db()
-    return batch
+def batch_start(*, batch: Batch) -> StageNext:
+    """Move a draft batch to retrieving; return its first stage for the caller to queue.
+
+    The caller queues it in the same transaction (`pipeline.tasks.batch_start_queue`), so a
+    started batch always has its first stage queued.
+    """
+    updated = Batch.objects.filter(pk=batch.pk, state=BatchState.DRAFT).update(
+        state=BatchState.RETRIEVING
+    )
+    if not updated:
+        raise ServiceError(f"batch {batch.pk} has already started (state {batch.state})")
+    return StageNext(batch_id=batch.pk, moved=True, stage=BatchState.RETRIEVING)
 
 
 def batch_cancel(*, batch: Batch) -> Batch:
@@ -205,13 +229,14 @@ def stage_advance(
     listener: ProgressListener | None = None,
     force: bool = False,
     fan_out: bool = False,
-) -> bool:
-    """Run `stage` if it is the batch's current state; True when this call moved the batch on.
+) -> StageNext:
+    """Run `stage` if it is the batch's current state; return what comes next, unqueued.
 
-    A stage the batch has already passed is a no-op (tasks may be delivered twice), so a
-    late duplicate never starts the next stage a second time. `force` closes the annotating
+    A stage the batch has already passed is a no-op (tasks may be delivered twice): its
+    `StageNext` says the call moved nothing and names nothing to queue, so a late
+    duplicate never starts the next stage a second time. `force` closes the annotating
     stage even when some HITs still lack approved work. `fan_out` splits retrieval into
-    Celery tasks; the last of them moves the batch on, so this call returns False then.
+    chunks to queue as tasks; the last of them moves the batch on (`retrieval_chunk_run`).
     """
     if stage not in RUNNABLE_STAGES:
         raise ServiceError(
@@ -219,49 +244,77 @@ def stage_advance(
         )
     batch = Batch.objects.select_related("dataset").get(pk=batch_id)
     if batch.state == BatchState.CANCELLED:
-        return False  # stopped by an admin: nothing runs any more
+        return StageNext(batch_id=batch_id)  # stopped by an admin: nothing runs any more
     if STAGE_ORDER.index(batch.state) > STAGE_ORDER.index(stage):
-        return False
+        return StageNext(batch_id=batch_id)
     if batch.round > 0 and STAGE_ORDER.index(batch.state) < STAGE_ORDER.index(stage):
-        return False  # a late duplicate of an earlier round's stage
+        return StageNext(batch_id=batch_id)  # a late duplicate of an earlier round's stage
     if batch.state != stage:
         raise ServiceError(f"batch {batch_id} is {batch.state}; it cannot run {stage} yet")
     config = batch_config(batch)
     tracker = StageTracker(batch=batch, stage=stage, listener=listener)
     try:
-        if stage == BatchState.RETRIEVING and fan_out:
-            _retrieval_dispatch(batch, config, tracker)
-            return False
-        if stage == BatchState.RETRIEVING:
-            rankings_compute(batch=batch, config=config, tracker=tracker)
-        elif stage == BatchState.POOLING:
-            diversity_save(batch=batch)
-            candidates_pool(batch=batch, config=config, tracker=tracker)
-        elif stage == BatchState.BUILDING:
-            hits_build(batch=batch, config=config, tracker=tracker)
-            if batch.round > 0:  # a later round's HITs join the batch's MTurk publication
-                mturk_round_publish_queue(batch_id=batch.pk, mturk_state=batch.mturk)
-        elif stage == BatchState.ANNOTATING:
-            if hits_missing_work(batch=batch) and not force:
-                return False
-            assignments_close_batch(batch_id=batch.pk)
-        else:
-            verdicts_aggregate(batch=batch, config=config, tracker=tracker)
-            tables_analyze(Verdict, PositivePair)
-            report = curation_report(batch=batch, config=config)
-            if rounds_continue(batch=batch, config=config, report=report):
-                return round_advance(batch=batch)
-            # A retry after the release was written (before the state moved) adds no v2.
-            if not Release.objects.filter(batches=batch).exists():
-                release_create(batch=batch, config=config, progress=_blocks_into(tracker))
+        ended = _stage_work(
+            batch, stage=stage, config=config, tracker=tracker, force=force, fan_out=fan_out
+        )
     except Exception as exc:
         # Only while the stage is current: a twin that lost a race must not mark a batch
         # that has already moved on as failed.
         Batch.objects.filter(pk=batch_id, state=stage).update(error=f"{stage}: {exc}")
         raise
+    if ended is not None:
+        return ended
     tables_analyze(*STAGE_WRITES[stage])
     moved = Batch.objects.filter(pk=batch_id, state=stage).update(state=next_state(stage), error="")
-    return bool(moved)
+    following = _moved_to(batch_id, moved=bool(moved), stage=next_state(stage))
+    # A later round's HITs join the batch's MTurk publication (same HIT type, environment).
+    mturk = batch.mturk or {}
+    if stage == BatchState.BUILDING and batch.round > 0 and mturk.get("hit_type_id"):
+        return replace(following, mturk_publish=True, mturk_production=is_production(mturk))
+    return following
+
+
+def _stage_work(
+    batch: Batch,
+    *,
+    stage: str,
+    config: BatchConfig,
+    tracker: StageTracker,
+    force: bool,
+    fan_out: bool,
+) -> StageNext | None:
+    """Do the stage's work; None when the batch moves on to the next state, else what the
+    stage ended with instead (chunks to queue, work still missing, another round)."""
+    if stage == BatchState.RETRIEVING and fan_out:
+        return _retrieval_dispatch(batch, config, tracker)
+    if stage == BatchState.RETRIEVING:
+        rankings_compute(batch=batch, config=config, tracker=tracker)
+    elif stage == BatchState.POOLING:
+        diversity_save(batch=batch)
+        candidates_pool(batch=batch, config=config, tracker=tracker)
+    elif stage == BatchState.BUILDING:
+        hits_build(batch=batch, config=config, tracker=tracker)
+    elif stage == BatchState.ANNOTATING:
+        if hits_missing_work(batch=batch) and not force:
+            return StageNext(batch_id=batch.pk)
+        assignments_close_batch(batch_id=batch.pk)
+    else:
+        verdicts_aggregate(batch=batch, config=config, tracker=tracker)
+        tables_analyze(Verdict, PositivePair)
+        report = curation_report(batch=batch, config=config)
+        if rounds_continue(batch=batch, config=config, report=report):
+            moved = round_advance(batch=batch)
+            return _moved_to(batch.pk, moved=moved, stage=BatchState.POOLING)
+        # A retry after the release was written (before the state moved) adds no v2.
+        if not Release.objects.filter(batches=batch).exists():
+            release_create(batch=batch, config=config, progress=_blocks_into(tracker))
+    return None
+
+
+def _moved_to(batch_id: int, *, moved: bool, stage: str) -> StageNext:
+    """What follows a move to `stage`: that stage when it runs by itself and this call moved."""
+    automatic = moved and stage in AUTOMATIC_STAGES
+    return StageNext(batch_id=batch_id, moved=moved, stage=stage if automatic else None)
 
 
 def _blocks_into(tracker: StageTracker) -> Callable[[int, int], None]:
@@ -275,24 +328,24 @@ def _blocks_into(tracker: StageTracker) -> Callable[[int, int], None]:
     return report
 
 
-def _retrieval_dispatch(batch: Batch, config: BatchConfig, tracker: StageTracker) -> None:
-    """Queue one retrieval task per annotator and block of queries still missing."""
+def _retrieval_dispatch(batch: Batch, config: BatchConfig, tracker: StageTracker) -> StageNext:
+    """Plan one retrieval chunk per annotator and block of queries still missing."""
     loaded = corpus_load(dataset=batch.dataset)  # read once for planning and warming
     plan = retrieval_plan(batch=batch, config=config, loaded=loaded)
     tracker.start(len(config.annotators) * batch.queries.count())
     if not plan:
-        if retrieval_finish(batch=batch, config=config):
-            stage_queue(batch_id=batch.pk, stage=BatchState.POOLING)
-        return
+        moved = retrieval_finish(batch=batch, config=config)
+        return _moved_to(batch.pk, moved=moved, stage=BatchState.POOLING)
     embeddings_warm(batch=batch, config=config, loaded=loaded)
-    retrieval_chunks_queue(batch_id=batch.pk, chunks=plan)
+    chunks = tuple((annotator_id, tuple(query_ids)) for annotator_id, query_ids in plan)
+    return StageNext(batch_id=batch.pk, chunks=chunks)
 
 
-def retrieval_chunk_run(*, batch_id: int, annotator_id: int, query_ids: list[int]) -> bool:
-    """Rank one chunk; return True when this chunk completed the stage and moved the batch."""
+def retrieval_chunk_run(*, batch_id: int, annotator_id: int, query_ids: list[int]) -> StageNext:
+    """Rank one chunk; the chunk that completes the stage moves the batch on to pooling."""
     batch = Batch.objects.select_related("dataset").get(pk=batch_id)
     if batch.state != BatchState.RETRIEVING:
-        return False  # delivered again after the stage ended
+        return StageNext(batch_id=batch_id)  # delivered again after the stage ended
     config = batch_config(batch)
     tracker = StageTracker(batch=batch, stage=BatchState.RETRIEVING)
     try:
@@ -308,7 +361,8 @@ def retrieval_chunk_run(*, batch_id: int, annotator_id: int, query_ids: list[int
             error=f"retrieving: {exc}"
         )
         raise
-    return retrieval_finish(batch=batch, config=config)
+    moved = retrieval_finish(batch=batch, config=config)
+    return _moved_to(batch_id, moved=moved, stage=BatchState.POOLING)
 
 
 def hits_missing_work(*, batch: Batch) -> int:
@@ -327,13 +381,20 @@ def hits_missing_work(*, batch: Batch) -> int:
 
 
 def batch_run_until(
-    *, batch_id: int, until: str, listener: ProgressListener | None = None, force: bool = False
+    *,
+    batch_id: int,
+    until: str,
+    listener: ProgressListener | None = None,
+    force: bool = False,
+    queue: Callable[[StageNext], None] | None = None,
 ) -> str:
     """Run stages in this process until the batch reaches `until` or waits for people.
 
     Starts a draft batch. Stops at `annotating` while HITs lack approved work (unless
     `force`, which closes only the round that is annotating now: an adaptive batch's next
-    round waits for people again). Returns the state reached.
+    round waits for people again). Returns the state reached. This loop runs each next
+    stage itself; what else a stage leaves to be queued (a later round's HITs joining the
+    batch's MTurk publication) goes to `queue` (`pipeline.tasks.next_queue`), if given.
     """
     if until not in STAGE_ORDER:
         raise ServiceError(f"unknown stage {until!r} (stages: {', '.join(STAGE_ORDER)})")
@@ -345,12 +406,15 @@ def batch_run_until(
         state = BatchState.RETRIEVING
     while state != BatchState.CANCELLED and STAGE_ORDER.index(state) < STAGE_ORDER.index(until):
         current_round = Batch.objects.values_list("round", flat=True).get(pk=batch_id)
-        new_state = stage_run(
+        step = stage_advance(
             batch_id=batch_id,
             stage=state,
             listener=listener,
             force=force and current_round == first_round,
         )
+        if queue is not None:
+            queue(replace(step, stage=None))  # the next stage runs here, not on a worker
+        new_state = state_of(batch_id)
         if new_state == state:  # annotating, waiting for people
             break
         state = new_state

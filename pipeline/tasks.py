@@ -1,16 +1,35 @@
-"""Celery tasks: thin, idempotent, given ids; each runs one service and queues the next."""
+"""Celery tasks of the machine side, and the one module that queues them.
+
+The tasks are thin, idempotent and given ids: each runs one service (`pipeline.stages`),
+which returns what comes next (`StageNext`) instead of queueing it, and the task queues
+that here (`next_queue`). Callers above (`pipeline.launch`, the `batch_run` command, the
+API) queue through the functions here too.
+
+A task queued inside a transaction would let a worker read the batch before its new state
+is saved, so every task goes out once the transaction commits (at once outside one).
+Without a broker Celery runs tasks eagerly, so the next stage then runs in this process,
+on commit. Stage, chunk and close tasks are leased (annotation/task_leases.py; their keys
+in pipeline/leases.py): a lost worker's task is sent again, a duplicate does nothing.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from celery import shared_task
-from django.db import OperationalError
+from django.db import OperationalError, transaction
 
 from annotation.faults import fault_pause
 from annotation.models import Batch, BatchState
-from annotation.task_leases import lease_held
-from pipeline.queueing import chunk_lease, close_lease, stage_lease, stage_queue
+from annotation.task_leases import lease_held, task_queue
+from annotation.tasks import mturk_publish_queue
+from mitl.config import batch_config
+from pipeline.autopilot import AutopilotStep
+from pipeline.autopilot import crowd_autopilot as autopilot_run
+from pipeline.leases import chunk_lease, close_lease, stage_lease
 from pipeline.stages import (
-    AUTOMATIC_STAGES,
+    StageNext,
+    batch_start,
     retrieval_chunk_run,
     stage_advance,
     state_of,
@@ -32,12 +51,8 @@ def run_stage(self, batch_id: int, stage: str) -> str:
     with lease_held(self, stage_lease(batch_id, stage)) as held:
         if held:
             fault_pause(f"stage:{stage}")
-        if held and stage_advance(batch_id=batch_id, stage=stage, fan_out=True):
-            # The state this call moved to: the next stage, or an adaptive batch's next round.
-            following = state_of(batch_id)
-            if following in AUTOMATIC_STAGES:
-                stage_queue(batch_id=batch_id, stage=following)
-    return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
+            next_queue(stage_advance(batch_id=batch_id, stage=stage, fan_out=True))
+    return state_of(batch_id)
 
 
 @shared_task(
@@ -52,24 +67,24 @@ def run_stage(self, batch_id: int, stage: str) -> str:
 )
 def retrieve_chunk(self, batch_id: int, annotator_id: int, query_ids: list[int]) -> bool:
     """Rank one block of queries with one annotator; the last block starts pooling."""
+    step = StageNext(batch_id=batch_id)
     with lease_held(self, chunk_lease(batch_id, annotator_id, query_ids)) as held:
         if held:
             fault_pause(f"stage:{BatchState.RETRIEVING}")
-        completed = held and retrieval_chunk_run(
-            batch_id=batch_id, annotator_id=annotator_id, query_ids=query_ids
-        )
-    if completed:
-        stage_queue(batch_id=batch_id, stage=BatchState.POOLING)
-    return completed
+            step = retrieval_chunk_run(
+                batch_id=batch_id, annotator_id=annotator_id, query_ids=query_ids
+            )
+    next_queue(step)
+    return step.moved
 
 
 @shared_task(name="mitl.close_annotation", bind=True, acks_late=True)
 def close_annotation(self, batch_id: int, force: bool = False) -> str:
     """End the annotating stage (when complete, or early with `force`) and aggregate."""
     with lease_held(self, close_lease(batch_id)) as held:
-        if held and stage_advance(batch_id=batch_id, stage=BatchState.ANNOTATING, force=force):
-            stage_queue(batch_id=batch_id, stage=BatchState.AGGREGATING)
-    return Batch.objects.values_list("state", flat=True).get(pk=batch_id)
+        if held:
+            next_queue(stage_advance(batch_id=batch_id, stage=BatchState.ANNOTATING, force=force))
+    return state_of(batch_id)
 
 
 AUTOPILOT_POLL_S = 2
@@ -86,10 +101,6 @@ AUTOPILOT_MAX_WAITS = 24 * 3600 // AUTOPILOT_POLL_S  # a day of automatic stages
 )
 def crowd_autopilot(self, batch_id: int) -> str:
     """Let the simulated crowd judge a batch once it is annotating, then aggregate it."""
-    from mitl.config import batch_config
-    from pipeline.autopilot import AutopilotStep
-    from pipeline.autopilot import crowd_autopilot as autopilot_run
-
     step = autopilot_run(batch_id=batch_id)
     while step == AutopilotStep.CLOSED:
         stage_queue(batch_id=batch_id, stage=BatchState.AGGREGATING)
@@ -103,3 +114,55 @@ def crowd_autopilot(self, batch_id: int) -> str:
             return str(step)
         raise self.retry(countdown=AUTOPILOT_POLL_S)
     return str(step)
+
+
+# --- queueing: every task goes out once the caller's transaction commits ---------------
+
+
+def next_queue(step: StageNext) -> None:
+    """Queue what a stage call said comes next: its chunks, its next stage, its HITs' MTurk
+    publication (a later round's, joining the batch's), each once the transaction commits."""
+    if step.mturk_publish:
+        # Not a stage: a lost publication leaves the HITs unpublished, never the batch stuck.
+        mturk_publish_queue(batch_id=step.batch_id, production=step.mturk_production)
+    retrieval_chunks_queue(batch_id=step.batch_id, chunks=step.chunks)
+    if step.stage is not None:
+        stage_queue(batch_id=step.batch_id, stage=step.stage)
+
+
+def batch_start_queue(*, batch: Batch) -> Batch:
+    """Start a draft batch and queue its automatic stages (`batch_start`), in one transaction.
+
+    With no broker the stages run inside this call, once it commits.
+    """
+    with transaction.atomic():
+        next_queue(batch_start(batch=batch))
+    batch.refresh_from_db()
+    return batch
+
+
+def stage_queue(*, batch_id: int, stage: str) -> None:
+    """Queue `mitl.run_stage` for `stage` of the batch once the transaction commits."""
+    task_queue(run_stage, [batch_id, stage], stage_lease(batch_id, stage))
+
+
+def retrieval_chunks_queue(*, batch_id: int, chunks: Iterable[tuple[int, Sequence[int]]]) -> None:
+    """Queue one `mitl.retrieve_chunk` per (annotator id, query ids) chunk, on commit."""
+    for annotator_id, query_ids in chunks:
+        ids = list(query_ids)
+        lease = chunk_lease(batch_id, annotator_id, ids)
+        task_queue(retrieve_chunk, [batch_id, annotator_id, ids], lease)
+
+
+def annotation_close_queue(*, batch_id: int, force: bool) -> None:
+    """Queue `mitl.close_annotation` (early with `force`) once the transaction commits."""
+    task_queue(close_annotation, [batch_id, force], close_lease(batch_id))
+
+
+def crowd_autopilot_queue(*, batch_id: int) -> None:
+    """Queue `mitl.crowd_autopilot` for the batch once the transaction commits.
+
+    Not leased: the simulated crowd (a demo and test aid) polls by retrying itself, so a
+    lost one is not sent again; `crowd_simulate` judges the batch instead.
+    """
+    transaction.on_commit(lambda: crowd_autopilot.delay(batch_id))

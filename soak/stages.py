@@ -69,7 +69,8 @@ def stage_kills_run(stack, *, stages: list[str]) -> dict[str, Any]:
 
 def _scenario(stack, dataset_id: int, stage: str | None) -> dict[str, Any]:
     from annotation.models import BatchState, Dataset, Release, TaskLease
-    from pipeline.stages import batch_create, batch_start
+    from pipeline.stages import batch_create
+    from pipeline.tasks import batch_start_queue
 
     name = stage or "undisturbed"
     batch = batch_create(
@@ -80,7 +81,7 @@ def _scenario(stack, dataset_id: int, stage: str | None) -> dict[str, Any]:
     started = time.monotonic()
     killed_after = resent_after = None
     try:
-        batch_start(batch=batch)
+        batch_start_queue(batch=batch)
         _wait_state(batch, BatchState.ANNOTATING, worker, stage)
         _judge_and_close(batch.pk)
         _wait_state(batch, BatchState.RELEASED, worker, stage)
@@ -120,8 +121,8 @@ def _judge_and_close(batch_id: int) -> None:
     from annotation.models import Batch, BatchState
     from mitl.config import batch_config
     from pipeline.progress import StageTracker
-    from pipeline.queueing import annotation_close_queue
     from pipeline.simulate import crowd_simulate
+    from pipeline.tasks import annotation_close_queue
 
     batch = Batch.objects.select_related("dataset").get(pk=batch_id)
     crowd_simulate(

@@ -142,10 +142,10 @@ def _wait_for_state(batch: Batch, state: str, worker: subprocess.Popen, log: Pat
 
 
 def test_worker_runs_retrieval_pooling_and_building_on_postgres(batch, worker, tmp_path):
-    from pipeline.stages import batch_start
+    from pipeline.tasks import batch_start_queue
 
     assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
-    batch_start(batch=batch)
+    batch_start_queue(batch=batch)
 
     _wait_for_state(batch, BatchState.ANNOTATING, worker, tmp_path / "worker.log")
 
@@ -159,10 +159,9 @@ def test_worker_runs_retrieval_pooling_and_building_on_postgres(batch, worker, t
 
 
 def test_a_stage_delivered_twice_changes_nothing(batch, worker, tmp_path):
-    from pipeline.stages import batch_start
-    from pipeline.tasks import run_stage
+    from pipeline.tasks import batch_start_queue, run_stage
 
-    batch_start(batch=batch)
+    batch_start_queue(batch=batch)
     _wait_for_state(batch, BatchState.ANNOTATING, worker, tmp_path / "worker.log")
     counts = (
         Candidate.objects.filter(batch=batch).count(),
@@ -190,8 +189,8 @@ def test_an_adaptive_batch_loops_its_rounds_on_the_worker_until_released(
     """Every stage of every round, and the simulated crowd between them, run on the worker."""
     from annotation.models import Judgement
     from pipeline.autopilot import autopilot_request
-    from pipeline.queueing import crowd_autopilot_queue
-    from pipeline.stages import batch_create, batch_start
+    from pipeline.stages import batch_create
+    from pipeline.tasks import batch_start_queue, crowd_autopilot_queue
 
     batch = batch_create(
         dataset=dataset,
@@ -206,7 +205,7 @@ def test_an_adaptive_batch_loops_its_rounds_on_the_worker_until_released(
         },
     )
     autopilot_request(batch=batch)
-    batch_start(batch=batch)
+    batch_start_queue(batch=batch)
     crowd_autopilot_queue(batch_id=batch.pk)
 
     _wait_for_state(batch, BatchState.RELEASED, worker, tmp_path / "worker.log")
@@ -251,12 +250,13 @@ def _pairs_of(batch: Batch) -> set[tuple[str, int, int]]:
 def test_a_stage_whose_worker_was_killed_is_sent_again_and_ends_as_if_undisturbed(
     batch, dataset, small_config, worker_start, tmp_path, settings
 ):
-    from pipeline.stages import batch_create, batch_run_until, batch_start
+    from pipeline.stages import batch_create, batch_run_until
+    from pipeline.tasks import batch_start_queue
 
     fast = {"TASK_HEARTBEAT_S": "1", "TASK_STALE_S": "3"}
     settings.TASK_HEARTBEAT_S, settings.TASK_STALE_S = 1, 3  # the watchdog's side
     doomed = worker_start("doomed", MITL_FAULT_PAUSES="stage:retrieving=120", **fast)
-    batch_start(batch=batch)
+    batch_start_queue(batch=batch)
     lease = TaskLease.objects.filter(key=f"batch:{batch.pk}:retrieving")
     deadline = time.monotonic() + 60
     while not lease.filter(state=LeaseState.RUNNING).exists():

@@ -65,6 +65,7 @@ from annotation.mturk.state import is_production
 from annotation.mturk.topups import mturk_topups_pay
 from annotation.review import assignment_review
 from annotation.selectors import hit_page_content
+from annotation.tasks import mturk_publish_queue, mturk_sync_queue
 from annotation.wages import batch_wage_overview
 
 from .access import staff_required
@@ -277,25 +278,21 @@ def _save_settings(request: HttpRequest, batch: Batch) -> str:
 
 
 def _publish(request: HttpRequest, batch: Batch) -> str:
-    from annotation.tasks import mturk_publish
-
     production = request.POST.get("environment") == PRODUCTION
     if production and request.POST.get("confirm", "").strip() != PRODUCTION_CONFIRMATION:
         raise MTurkError(
             f"Publishing on production pays real workers: type {PRODUCTION_CONFIRMATION} in "
             "the confirmation box to go ahead."
         )
-    mturk_publish.delay(batch.pk, production)
+    mturk_publish_queue(batch_id=batch.pk, production=production)
     where = "production" if production else "the sandbox"
     return f"Publishing on {where}: the outcome shows under “Last publish”."
 
 
 def _sync(request: HttpRequest, batch: Batch) -> str:
-    from annotation.tasks import mturk_sync
-
     if not (batch.mturk or {}).get("environment"):
         raise MTurkError("Publish the batch first: there is nothing on MTurk to sync.")
-    mturk_sync.delay(batch.pk)
+    mturk_sync_queue(batch_id=batch.pk)
     return "Sync started: its report shows under “Last sync”."
 
 

@@ -109,7 +109,7 @@ def test_cancel_stops_a_draft_batch_and_every_stage_is_a_no_op(staff, batch):
     assert next_state("cancelled") == "cancelled"
     assert stage_run(batch_id=batch.pk, stage="retrieving") == "cancelled"
     assert batch_run_until(batch_id=batch.pk, until="released") == "cancelled"
-    assert not retrieval_chunk_run(batch_id=batch.pk, annotator_id=1, query_ids=[1])
+    assert not retrieval_chunk_run(batch_id=batch.pk, annotator_id=1, query_ids=[1]).moved
     assert not Query.objects.filter(batch=batch).exists()  # retrieval never ran
     assert staff.post(f"/api/batches/{batch.pk}/start/").status_code == 400
 

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
@@ -331,6 +332,14 @@ def batch_page(batch: Batch) -> str:
     return reverse("frontend:mturk-batch", args=[batch.pk])
 
 
+def post_queued(client, batch: Batch, data: dict, capture) -> HttpResponse:
+    """POST an action that queues a task, let the commit send it (eager: it runs), then
+    show the page (the redirect's target)."""
+    with capture(execute=True):
+        client.post(batch_page(batch), data)
+    return client.get(batch_page(batch))
+
+
 def test_the_admin_page_is_for_staff_only(client, annotating_batch):
     assert client.get(batch_page(annotating_batch)).status_code == 302
     annotator = get_user_model().objects.create_user("ann", password=PASSWORD)
@@ -387,8 +396,9 @@ def test_production_needs_the_typed_confirmation(client, staff, annotating_batch
 
 
 def test_the_admin_publishes_on_the_sandbox_then_decides_and_pays(
-    client, staff, annotating_batch, mturk_api, eager_celery
+    client, staff, annotating_batch, mturk_api, eager_celery, django_capture_on_commit_callbacks
 ):
+    capture = django_capture_on_commit_callbacks
     client.force_login(staff)
     hits = list(annotating_batch.hits.order_by("index"))
     mturk_api.add_response("create_hit_type", {"HITTypeId": "3TYPE1"})
@@ -397,8 +407,8 @@ def test_the_admin_publishes_on_the_sandbox_then_decides_and_pays(
             "create_hit_with_hit_type",
             {"HIT": {"HITId": f"3HIT{hit.pk:026d}", "HITGroupId": "3GROUP1"}},
         )
-    response = client.post(
-        batch_page(annotating_batch), {"action": "publish", "environment": "sandbox"}, follow=True
+    response = post_queued(
+        client, annotating_batch, {"action": "publish", "environment": "sandbox"}, capture
     )
     mturk_api.assert_no_pending_responses()
     html = response.content.decode()
@@ -448,7 +458,7 @@ def test_the_admin_publishes_on_the_sandbox_then_decides_and_pays(
     mturk_api.add_response("list_assignments_for_hit", listing)
     for _ in hits[1:]:
         mturk_api.add_response("list_assignments_for_hit", {"Assignments": []})
-    html = client.post(batch_page(annotating_batch), {"action": "sync"}, follow=True).content
+    html = post_queued(client, annotating_batch, {"action": "sync"}, capture).content
     mturk_api.assert_no_pending_responses()
     assert "0 approved, 0 rejected, 0 re-posted, 1 waiting for review here." in html.decode()
 
@@ -477,7 +487,7 @@ def test_the_admin_publishes_on_the_sandbox_then_decides_and_pays(
     mturk_api.add_response("approve_assignment", {}, {"AssignmentId": "3ASG1"})
     for _ in hits[1:]:
         mturk_api.add_response("list_assignments_for_hit", {"Assignments": []})
-    response = client.post(batch_page(annotating_batch), {"action": "sync"}, follow=True)
+    response = post_queued(client, annotating_batch, {"action": "sync"}, capture)
     mturk_api.assert_no_pending_responses()
     html = response.content.decode()
     assert "1 approved, 0 rejected, 0 re-posted, 0 waiting for review here." in html

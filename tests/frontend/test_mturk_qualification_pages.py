@@ -90,7 +90,7 @@ def test_the_page_shows_the_round_and_saves_its_mode(staff_client, round_batch):
 
 
 def test_the_admin_publishes_then_grants_the_qualification(
-    staff_client, round_batch, mturk_api, eager_celery
+    staff_client, round_batch, mturk_api, eager_celery, django_capture_on_commit_callbacks
 ):
     Batch.objects.filter(pk=round_batch.pk).update(
         mturk={"settings": {"qualification_mode": "granted"}}
@@ -106,9 +106,9 @@ def test_the_admin_publishes_then_grants_the_qualification(
             "create_hit_with_hit_type",
             {"HIT": {"HITId": f"3HIT{hit.pk:026d}", "HITGroupId": "3GROUP1"}},
         )
-    html = staff_client.post(
-        page(round_batch), {"action": "publish", "environment": "sandbox"}, follow=True
-    ).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):  # the publication is queued on commit
+        staff_client.post(page(round_batch), {"action": "publish", "environment": "sandbox"})
+    html = staff_client.get(page(round_batch)).content.decode()
     assert f'<code id="qualification-type-id">{QUAL_ID}</code> on sandbox' in html
     assert f"qualification type {QUAL_ID}" in html  # in the last publish's outcome
     assert 'id="qualification-grant"' in html

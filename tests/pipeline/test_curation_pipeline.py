@@ -165,7 +165,7 @@ def test_force_closes_only_the_round_being_judged(dataset, annotators, adaptive_
     assert state == BatchState.ANNOTATING and batch.round == 1  # round 1 waits for people
     assert not Assignment.objects.filter(hit__round=1).exists()
     # A late duplicate of round 0's aggregation is a no-op, not an error.
-    assert stage_advance(batch_id=batch.pk, stage=BatchState.AGGREGATING) is False
+    assert stage_advance(batch_id=batch.pk, stage=BatchState.AGGREGATING).moved is False
     batch.refresh_from_db()
     assert batch.state == BatchState.ANNOTATING and batch.round == 1
 

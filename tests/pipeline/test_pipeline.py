@@ -52,11 +52,10 @@ from pipeline.simulate import crowd_simulate
 from pipeline.stages import (
     batch_create,
     batch_run_until,
-    batch_start,
     hits_missing_work,
     stage_run,
 )
-from pipeline.tasks import close_annotation, run_stage
+from pipeline.tasks import batch_start_queue, close_annotation, run_stage
 
 POSITIVE = ("yes", "weak_yes")
 AUTOMATIC_BEFORE_PEOPLE = ("retrieving", "pooling", "building")
@@ -514,13 +513,13 @@ def test_celery_tasks_chain_the_automatic_stages(
     batch, eager_celery, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        batch_start(batch=batch)
+        batch_start_queue(batch=batch)
     batch.refresh_from_db()
     assert batch.state == "annotating"  # retrieving → pooling → building, then waits for people
     assert HIT.objects.filter(batch=batch).exists()
 
     with pytest.raises(ServiceError, match="already started"):
-        batch_start(batch=batch)
+        batch_start_queue(batch=batch)
     with django_capture_on_commit_callbacks(execute=True):
         assert close_annotation.delay(batch.pk).get() == "annotating"  # not forced: still waiting
         assert close_annotation.delay(batch.pk, True).get() == "aggregating"

@@ -6,7 +6,8 @@ import pytest
 
 from annotation.models import Batch, Ranking
 from pipeline import retrieve
-from pipeline.stages import batch_create, batch_run_until, batch_start
+from pipeline.stages import batch_create, batch_run_until
+from pipeline.tasks import batch_start_queue
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +45,7 @@ def test_chunked_tasks_rank_exactly_like_one_process(
 
     batch_run_until(batch_id=in_process.pk, until="annotating")
     with django_capture_on_commit_callbacks(execute=True):
-        batch_start(batch=fanned)
+        batch_start_queue(batch=fanned)
 
     fanned.refresh_from_db()
     assert fanned.state == "annotating"

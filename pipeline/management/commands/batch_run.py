@@ -8,8 +8,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchStageProgress, BatchState
 from pipeline.management.progress_bars import StageBars
-from pipeline.queueing import annotation_close_queue, stage_queue
-from pipeline.stages import AUTOMATIC_STAGES, STAGE_ORDER, batch_run_until, batch_start
+from pipeline.stages import AUTOMATIC_STAGES, STAGE_ORDER, batch_run_until
+from pipeline.tasks import annotation_close_queue, batch_start_queue, next_queue, stage_queue
 
 
 class Command(BaseCommand):
@@ -38,7 +38,11 @@ class Command(BaseCommand):
         try:
             if settings.CELERY_TASK_ALWAYS_EAGER:
                 state = batch_run_until(
-                    batch_id=batch.pk, until=options["until"], listener=bars, force=options["force"]
+                    batch_id=batch.pk,
+                    until=options["until"],
+                    listener=bars,
+                    force=options["force"],
+                    queue=next_queue,  # a later round's HITs join the MTurk publication
                 )
             else:
                 state = self._run_on_workers(batch, options, bars)
@@ -56,7 +60,7 @@ class Command(BaseCommand):
 
     def _run_on_workers(self, batch: Batch, options: dict, bars: StageBars) -> str:
         if batch.state == BatchState.DRAFT:
-            batch_start(batch=batch)
+            batch_start_queue(batch=batch)
         elif batch.state == BatchState.ANNOTATING:
             annotation_close_queue(batch_id=batch.pk, force=options["force"])
         elif batch.state in AUTOMATIC_STAGES and batch.error:

@@ -8,6 +8,7 @@ from annotation.models import Batch, BatchState
 from mitl.config import batch_config
 from pipeline.simulate import crowd_simulate_reviewed
 from pipeline.stages import batch_create, batch_run_until
+from pipeline.tasks import next_queue
 
 from .helpers import TYPE_ID, expect_create_hit, hits_of, publish, remote_hit_id
 
@@ -39,7 +40,9 @@ def test_each_round_appends_its_hits_to_the_same_publication(
     )
 
     with django_capture_on_commit_callbacks() as queued:
-        state = batch_run_until(batch_id=batch.pk, until=BatchState.RELEASED, force=True)
+        state = batch_run_until(
+            batch_id=batch.pk, until=BatchState.RELEASED, force=True, queue=next_queue
+        )
 
     batch = Batch.objects.get(pk=batch.pk)
     assert state == BatchState.ANNOTATING and batch.round == 1
