@@ -14,6 +14,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from config.celery import app
+
 
 class HealthSerializer(serializers.Serializer):
     healthy = serializers.BooleanField()
@@ -50,8 +52,6 @@ def health(request: Request) -> Response:
     except Exception as exc:  # a health check reports every failure instead of raising
         checks["database"] = _failure(request, exc)
     if settings.CELERY_BROKER_URL:
-        from config.celery import app
-
         try:
             with app.connection_for_write() as conn:
                 conn.ensure_connection(max_retries=1, timeout=2)
