@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .budget import round_budget
-from .policies import Pair, QueryRankings, rank_band
+from .policies import rank_band
+from .rankings import Pair, QueryRankings
 
 
 @dataclass(frozen=True)
