@@ -237,6 +237,8 @@ def _parse_share(name: str, value: Any, *, low: float = 0.0, high: float = 0.5) 
 
 def parse_relevance(value: Any) -> tuple[str, ...]:
     """Check a list of relevance proxies: cheap, known, each once, runnable here."""
+    # Here, not at the top: the proxies pull in scipy and the text embedders (about 0.8 s),
+    # and every process reads this module at start-up; there is no import cycle.
     from mitl.relevance.proxies import PROXIES, proxy_unavailable
 
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from annotation.judgements_counted import judgements_counted
 from annotation.models import (
     AssignmentStatus,
     Batch,
@@ -52,22 +53,20 @@ def human_set_name(batch: Batch) -> str:
 def verdicts_aggregate(
     *, batch: Batch, config: BatchConfig, tracker: StageTracker
 ) -> AggregationSummary:
-    """(Re)compute every verdict of the batch from approved work, in one transaction.
+    """(Re)compute every verdict of the batch from the work that counts, in one transaction.
 
-    The batch's rule decides (`mitl.aggregation.RULES`). Dawid-Skene also reads the golden
-    answers of every submitted assignment, approved or not, as known labels: they are the
-    evidence of how reliable each worker is. MTurk work that MTurk has not confirmed never
-    counts, approved or not: the public HIT page may have stored it under made-up ids.
+    The judgements that count are `annotation.judgements_counted` (approved, MTurk work only
+    once confirmed). The batch's rule decides (`mitl.aggregation.RULES`). Dawid-Skene also
+    reads the golden answers of every submitted assignment, approved or not, as known
+    labels: they are the evidence of how reliable each worker is. MTurk work that MTurk has
+    not confirmed never counts there either: the public HIT page may have stored it under
+    made-up ids.
     """
     answers = [
         WorkerAnswer(task=candidate_id, worker=str(worker_id), level=Level(level))
-        for candidate_id, worker_id, level in Judgement.objects.filter(
-            assignment__hit__batch=batch,
-            assignment__status=AssignmentStatus.APPROVED,
-            item__role=ItemRole.TASK,
+        for candidate_id, worker_id, level in judgements_counted(batch_id=batch.pk).values_list(
+            "item__candidate_id", "assignment__worker_id", "level"
         )
-        .exclude(mturk_unconfirmed("assignment__"))
-        .values_list("item__candidate_id", "assignment__worker_id", "level")
     ]
     known: dict[Hashable, bool] = {}
     if config.aggregation == "dawid_skene":

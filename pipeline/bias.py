@@ -16,13 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from annotation.errors import ServiceError
+from annotation.judgements_counted import judgements_counted
 from annotation.models import (
     ORIGINAL_SET,
-    AssignmentStatus,
     Batch,
     Direction,
-    ItemRole,
-    Judgement,
     PositivePair,
     Proposal,
     Query,
@@ -145,17 +143,14 @@ def batch_proposals(
 def judged_answers(
     batch: Batch, proposals: dict[int, list[tuple[int, int]]]
 ) -> tuple[list[JudgedAnswer], int]:
-    """Read the approved judgements of the batch's candidates (the ones verdicts count).
+    """Read the judgements of the batch's candidates that verdicts count
+    (`annotation.judgements_counted`).
 
     Return those on valid captions, and how many were on captions marked invalid (left
     out, as a release leaves those captions out).
     """
-    approved = Judgement.objects.filter(
-        assignment__hit__batch=batch,
-        assignment__status=AssignmentStatus.APPROVED,
-        item__role=ItemRole.TASK,
-    )
-    rows = approved.filter(item__caption__is_invalid=False).values_list(
+    counted = judgements_counted(batch_id=batch.pk)
+    rows = counted.filter(item__caption__is_invalid=False).values_list(
         "item__candidate_id", "level", "shortcomings", "wrong_concepts"
     )
     answers = [
@@ -167,7 +162,7 @@ def judged_answers(
         )
         for candidate, level, shortcomings, concepts in rows.iterator(chunk_size=5000)
     ]
-    return answers, approved.filter(item__caption__is_invalid=True).count()
+    return answers, counted.filter(item__caption__is_invalid=True).count()
 
 
 def _bias_by_direction(

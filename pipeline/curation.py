@@ -43,7 +43,8 @@ from mitl.curation.estimate import (
     remaining_estimate,
     strata_sizes,
 )
-from mitl.curation.policies import Pair, PolicySettings, QueryRankings
+from mitl.curation.policies import PolicySettings
+from mitl.curation.rankings import Pair, QueryRankings
 
 REPORT_KEY = "curation"  # in Batch.reports
 # Rounds stop once the unfound positives' upper bound falls below this share of those found.

@@ -22,7 +22,8 @@ from mitl.curation.estimate import (
     sample_draw,
     strata_sizes,
 )
-from mitl.curation.policies import Pair, Pick, policy_select
+from mitl.curation.policies import Pick, policy_select
+from mitl.curation.rankings import Pair
 
 from .bulk import CANDIDATE_FIELDS, PROPOSAL_FIELDS, rows_insert
 from .curation import (

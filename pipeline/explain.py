@@ -26,8 +26,8 @@ from mitl.explain.concepts import (
     labels_concepts,
 )
 from mitl.explain.failures import ExplainInputs, explain_direction
+from mitl.explain.mentions import categories_mentioned
 from mitl.explain.metrics import DEFAULT_SIZE_THRESHOLD
-from mitl.explain.synsets import categories_mentioned
 from mitl.judgements import WRONG_CONCEPTS
 from mitl.relevance.wordnet import wordnet_available
 from mitl.retrieval.topk import retrieve_i2t, retrieve_t2i

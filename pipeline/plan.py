@@ -32,7 +32,8 @@ from mitl.curation.planner import (
     plan_points,
     slot_rankings,
 )
-from mitl.curation.policies import RANK_BANDS, QueryRankings, band_yields, prior_yield
+from mitl.curation.policies import RANK_BANDS, band_yields, prior_yield
+from mitl.curation.rankings import QueryRankings
 
 from .curation import CurationInputs, curation_inputs, repost_share_of, universes_of
 

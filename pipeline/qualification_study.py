@@ -14,14 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from annotation.judgements_counted import judgements_counted
 from annotation.models import (
     Assignment,
     AssignmentStatus,
     Batch,
     BatchState,
     Dataset,
-    ItemRole,
-    Judgement,
     QualificationAnswer,
     QualificationAttempt,
 )
@@ -150,14 +149,12 @@ def _arm_result(label: str, batch: Batch) -> ArmResult:
 
 
 def _task_answers_right(batch: Batch) -> tuple[int, int]:
-    """Count the approved answers to the batch's task pairs, and those the truth agrees with
-    on YES against NO."""
+    """Count the answers to the batch's task pairs that count (`annotation.judgements_counted`),
+    and those the truth agrees with on YES against NO."""
     truth = truth_source(batch=batch, oracle_dir=None)
-    rows = Judgement.objects.filter(
-        assignment__hit__batch=batch,
-        assignment__status=AssignmentStatus.APPROVED,
-        item__role=ItemRole.TASK,
-    ).values_list("level", "item__image__ext_id", "item__caption__ext_id")
+    rows = judgements_counted(batch_id=batch.pk).values_list(
+        "level", "item__image__ext_id", "item__caption__ext_id"
+    )
     answers = right = 0
     for level, image, caption in rows:
         answers += 1

@@ -19,7 +19,7 @@ FRAMEWORKS = {"django", "rest_framework", "celery", "drf_spectacular", "django_f
 # Libraries too heavy to load with the web process (DESIGN.md): a module that loads one may
 # be imported inside the function that needs it.
 HEAVY = {"torch", "torchvision", "open_clip", "sentence_transformers", "transformers"}
-HEAVY |= {"matplotlib", "nltk", "pycocoevalcap", "sklearn"}
+HEAVY |= {"matplotlib", "nltk", "pycocoevalcap", "sklearn", "scipy"}
 
 
 @pytest.fixture(scope="module")

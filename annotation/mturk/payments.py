@@ -27,7 +27,7 @@ def _client_for(batch: Batch, client: Any) -> tuple[dict[str, Any], Any]:
 
 # What a bonus is for, and the prefix of its UniqueRequestToken (also its key in
 # `Batch.mturk["bonuses"]`): an assignment gets at most one of each, so a manual bonus never
-# stands in the way of a top-up to the minimum wage (`annotation.wages`), nor the reverse.
+# stands in the way of a top-up to the minimum wage (`annotation.mturk.wages`), nor the reverse.
 BONUS = "bonus"
 TOPUP = "topup"
 BONUS_TOKEN_PREFIXES = {BONUS: "mitl-bonus", TOPUP: "mitl-topup"}

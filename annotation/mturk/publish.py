@@ -20,7 +20,6 @@ from django.utils import timezone
 
 from annotation.handout import ACTIVE_STATUSES
 from annotation.models import HIT, Assignment, Batch, BatchState
-from annotation.wages import wage_warnings
 from mitl.costs import CostEstimate
 
 from .client import mturk_call, mturk_client_for, mturk_pages
@@ -39,6 +38,7 @@ from .protocol import (
 )
 from .qualification import mturk_qualification_ensure, mturk_qualification_requirement
 from .state import now_iso, state_update
+from .wages import wage_warnings
 
 logger = logging.getLogger(__name__)
 

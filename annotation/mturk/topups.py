@@ -14,12 +14,12 @@ from decimal import Decimal
 from typing import Any
 
 from annotation.models import Batch
-from annotation.wages import topups_proposed
 
 from .client import mturk_client_for
 from .errors import MTurkError
 from .payments import TOPUP, mturk_bonus_send
 from .state import is_production, state_published
+from .wages import topups_proposed
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class TopUpResult:
 
 
 def mturk_topups_pay(*, batch: Batch, client: Any = None) -> TopUpResult:
-    """Pay every proposed top-up not paid yet (`annotation.wages.topups_proposed`).
+    """Pay every proposed top-up not paid yet (`annotation.mturk.wages.topups_proposed`).
 
     Stops at the first one MTurk refuses, saying how many went out before: run it again to
     pay the rest.

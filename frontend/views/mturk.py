@@ -63,10 +63,10 @@ from annotation.mturk.sandbox import mturk_sandbox_reset
 from annotation.mturk.selectors import mturk_batch_overview, mturk_external_submit_fields
 from annotation.mturk.state import is_production
 from annotation.mturk.topups import mturk_topups_pay
+from annotation.mturk.wages import batch_wage_overview
 from annotation.review import assignment_review
 from annotation.selectors import hit_page_content
 from annotation.tasks import mturk_publish_queue, mturk_sync_queue
-from annotation.wages import batch_wage_overview
 
 from .access import staff_required
 from .instructions import mturk_instructions

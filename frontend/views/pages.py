@@ -13,9 +13,9 @@ from annotation.errors import ServiceError
 from annotation.instructions import instructions_overview
 from annotation.models import Batch, Dataset, Release
 from annotation.mturk.links import instructions_image_path
+from annotation.mturk.wages import batch_wage_overview
 from annotation.qualification.selectors import qualification_summary
 from annotation.selectors import batch_curation, batch_progress, diversity_rows
-from annotation.wages import batch_wage_overview
 from mitl.config import batch_config
 from pipeline.plan import batch_plan
 

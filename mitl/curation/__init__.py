@@ -1,7 +1,8 @@
 """Adaptive curation: which pairs to judge next, how many positives remain, the budget.
 
-Pure modules (no Django): `policies` (adjudication: bandit over annotators, depth on a
-fused ranking), `estimate` (stratified random sample of unjudged pairs and the
-inverse-probability estimate of the positives not found), `budget` (how many HITs a round
-may buy). The ORM edge is `pipeline.curation`.
+Pure modules (no Django): `rankings` (every annotator's ranking of a query and their
+reciprocal-rank fusion), `policies` (adjudication: bandit over annotators, depth on a
+fused ranking, and `learned`, a logistic fusion refit every round), `estimate` (stratified
+random sample of unjudged pairs and the inverse-probability estimate of the positives not
+found), `budget` (how many HITs a round may buy). The ORM edge is `pipeline.curation`.
 """

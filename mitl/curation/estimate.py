@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .policies import Pair
+from .rankings import Pair
 
 STRATA = ("top", "ranked", "tail")
 TOP_RANK = 10  # best rank (over annotators) of the `top` stratum: positives crowd there

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .policies import Pair, QueryRankings, fused_ranking
+from .rankings import Pair, QueryRankings, fused_ranking
 
 MIN_CLASS = 5  # judged positives and negatives a direction needs before a model is fit
 L2 = 1.0  # ridge penalty of the logistic fit (features are in [0, 1])

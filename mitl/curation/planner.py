@@ -22,8 +22,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from mitl.bias_charts import figure_svg
+
 from .budget import round_budget
-from .policies import Pair, QueryRankings, rank_band
+from .policies import rank_band
+from .rankings import Pair, QueryRankings
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,8 @@ def plan_points(
 
 def plan_chart_svg(points: Sequence[PlanPoint]) -> str:
     """Predicted positives against budget, one line per strategy (inline SVG)."""
+    # Here: matplotlib is slow to import, so only while a chart is drawn (as in bias_charts).
     from matplotlib.figure import Figure
-
-    from mitl.bias_charts import figure_svg
 
     figure = Figure(figsize=(6.5, 3.4))
     axes = figure.add_subplot()

@@ -19,6 +19,9 @@ so a round's pairs go where positives keep being found.
   ranking; its value is the yield of its last `window` judged pairs in fused order. A
   query keeps going deeper, `step` pairs at a time, while that recent yield stays at or
   above `drop_below`.
+
+The third policy, `learned`, orders pairs by a logistic fusion refit every round
+(`mitl.curation.learned`). The rankings and their fusion are `mitl.curation.rankings`.
 """
 
 from __future__ import annotations
@@ -28,19 +31,11 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-Pair = tuple[int, int]  # (image pk, caption pk)
-RRF_K = 60  # reciprocal rank fusion constant (Cormack, Clarke and Buettcher, SIGIR 2009)
+from .learned import learned_order
+from .rankings import Pair, QueryRankings, fused_ranking
+
 # Upper rank of each band (1-based, inclusive); deeper ranks share the last band.
 RANK_BANDS = (1, 2, 3, 5, 7, 10, 15, 25, 35, 50, 75, 100, 150, 250, 500, 1000)
-
-
-@dataclass(frozen=True)
-class QueryRankings:
-    """Every annotator's ranking of one query, as pairs best first."""
-
-    query_id: int
-    lists: Mapping[int, Sequence[Pair]]  # annotator id → pairs
-    group: str = ""  # queries of one group share yield estimates (the direction)
 
 
 @dataclass(frozen=True)
@@ -161,16 +156,6 @@ def bandit_arms(
     return arms
 
 
-def fused_ranking(lists: Mapping[int, Sequence[Pair]], rrf_k: int = RRF_K) -> list[Pair]:
-    """Reciprocal rank fusion of several rankings; ties keep the first-seen order."""
-    scores: dict[Pair, float] = {}
-    for annotator in sorted(lists):
-        for rank, pair in enumerate(lists[annotator], start=1):
-            scores[pair] = scores.get(pair, 0.0) + 1.0 / (rrf_k + rank)
-    order = {pair: i for i, pair in enumerate(scores)}
-    return sorted(scores, key=lambda pair: (-scores[pair], order[pair]))
-
-
 def depth_arms(
     rankings: Sequence[QueryRankings],
     outcomes: Mapping[Pair, bool],
@@ -274,8 +259,6 @@ def policy_select(
     """
     taken = set(outcomes) | set(excluded)
     if name == "learned":
-        from .learned import learned_order  # here: learned.py builds on this module
-
         return picks_from(learned_order(rankings, outcomes, taken)[:quota], rankings)
     arms = ARM_POLICIES[name](rankings, outcomes, settings)
     drawn = arms_draw(arms, quota=quota, settings=settings, taken=taken)

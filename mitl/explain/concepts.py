@@ -10,50 +10,21 @@ set of concepts says which one it came from, since the metrics mean less the vag
 - ``captions``: the nouns of the image's captions mapped to WordNet synsets (named by the
   synset's first lemma, so "people" and "person" are one concept), one object per noun,
   counted by the number words in front of it ("two dogs") where there are any; no boxes.
+  Which nouns a caption mentions is `mitl.explain.mentions`.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from mitl.annotators.bow import STOP_WORDS
+from mitl.explain.mentions import caption_nouns
+from mitl.explain.synsets import canonical_category
 
 SOURCES: tuple[str, ...] = ("instances", "labels", "captions")
-# Nouns of place inside the picture, not things in it ("on the left", "in the background").
-POSITION_NOUNS = frozenset(
-    [
-        "left",
-        "right",
-        "front",
-        "back",
-        "top",
-        "bottom",
-        "side",
-        "middle",
-        "center",
-        "centre",
-        "background",
-        "foreground",
-        "distance",
-        "corner",
-        "edge",
-        "area",
-        "view",
-        "picture",
-        "photo",
-        "image",
-    ]
-)
-_NUMBER_WORDS: dict[str, int] = {
-    "a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "pair": 2, "couple": 2, "three": 3,
-    "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-    "eleven": 11, "twelve": 12, "dozen": 12,
-}  # fmt: skip
 
 
 class ConceptError(ValueError):
@@ -128,87 +99,8 @@ def labels_concepts(image_id: int, labels: Iterable[str]) -> ImageConcepts:
     return ImageConcepts(image_id, tuple(ConceptObject(c) for c in categories), "labels")
 
 
-def caption_nouns(text: str) -> Counter[str]:
-    """Return the WordNet noun lemmas a caption mentions, each with its count.
-
-    Only nouns of visible things count (`mitl.explain.synsets.is_visible`), not words of
-    place in the picture (POSITION_NOUNS), nor a noun that modifies the next one ("an
-    orange circle", "a tennis racket"). The count is the number word just before the
-    noun or its adjectives ("two brown dogs" gives dog: 2); a plural (the lemma differs
-    from the word) without one counts 2, else 1.
-    """
-    from mitl.explain.synsets import is_visible
-    from mitl.relevance.words import DETERMINERS, NOUN, tag_word, tokens
-
-    words = tokens(text)
-    tags = [
-        tag_word(word, after_determiner=i > 0 and words[i - 1] in DETERMINERS)
-        for i, word in enumerate(words)
-    ]
-    found: Counter[str] = Counter()
-    for i, word in enumerate(words):
-        if len(word) < 2 or word in STOP_WORDS or word.isdigit() or word in _NUMBER_WORDS:
-            continue
-        lemma, pos = tags[i]
-        # A noun right before another noun modifies it ("an orange circle", "tennis racket").
-        if pos != NOUN or (i + 1 < len(words) and _is_known_noun(words[i + 1], tags[i + 1])):
-            continue
-        lemma = _irregular_singular(word) or lemma
-        if lemma in POSITION_NOUNS or not is_visible(lemma):
-            continue
-        count = _count_before(words, i)
-        if count is None:
-            count = 2 if lemma != word else 1
-        found[lemma] = max(found[lemma], count)
-    return found
-
-
-def _is_known_noun(word: str, tag: tuple[str, str]) -> bool:
-    """Return whether a token is a noun WordNet knows (unknown words are tagged nouns too)."""
-    from mitl.explain.synsets import category_synset
-
-    return (
-        len(word) > 1
-        and word not in STOP_WORDS
-        and tag[1] == "n"
-        and category_synset(tag[0]) is not None
-    )
-
-
-def _irregular_singular(word: str) -> str | None:
-    """Return the singular of an irregular plural from WordNet's exception list ("men")."""
-    from mitl.relevance.wordnet import wordnet
-
-    # NLTK's reader keeps noun.exc as a map; "men" is also a lemma of its own (a work
-    # force), which the part-of-speech tagger returns as is.
-    forms = wordnet()._exception_map["n"].get(word) or []
-    return forms[0] if forms else None
-
-
-def _count_before(words: Sequence[str], index: int) -> int | None:
-    """Return the number word among the (up to 3) words before `words[index]`, if any.
-
-    Only adjectives may stand between ("two brown dogs"): a stop word ends the search, so
-    "a group of tables" does not count one table.
-    """
-
-    for back in range(1, 4):
-        if index - back < 0:
-            return None
-        word = words[index - back]
-        if word in _NUMBER_WORDS:
-            return _NUMBER_WORDS[word]
-        if re.fullmatch(r"[0-9]{1,3}", word):
-            return int(word)
-        if word in STOP_WORDS:
-            return None
-    return None
-
-
 def captions_concepts(image_id: int, captions: Iterable[str]) -> ImageConcepts:
     """Return the nouns of an image's captions: each noun once per the most it was counted."""
-    from mitl.explain.synsets import canonical_category
-
     counts: Counter[str] = Counter()
     for text in captions:
         for noun, count in caption_nouns(text).items():

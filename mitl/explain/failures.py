@@ -25,6 +25,7 @@ import numpy as np
 
 from mitl.explain.concepts import ImageConcepts
 from mitl.explain.metrics import DEFAULT_SIZE_THRESHOLD, FailureMetrics, Similarity, failure_metrics
+from mitl.explain.synsets import category_similarity
 
 METRICS: tuple[str, ...] = ("ca", "ncs", "ce", "sd", "sd_rate", "aa")
 HIGHER_IS_BETTER: dict[str, bool] = {
@@ -79,8 +80,6 @@ def find_failures(
     direction: str, rankings: Mapping[int, Sequence[int]], inputs: ExplainInputs
 ) -> tuple[list[Failure], int, int]:
     """Return (explained failures, all failures, queries ranked) of one direction."""
-    from mitl.explain.synsets import category_similarity
-
     similarity = inputs.similarity or category_similarity
     positives_of = inputs.positives[direction]
     failures: list[Failure] = []

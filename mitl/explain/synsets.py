@@ -162,32 +162,3 @@ def mentioned_synsets(nouns: Iterable[str]) -> frozenset[str]:
         if synset is not None:
             found |= _hypernym_closure(synset)
     return frozenset(found)
-
-
-def categories_mentioned(text: str, categories: Iterable[str]) -> frozenset[str]:
-    """Return the categories that a noun of `text` names, itself or as a kind of it.
-
-    "A man riding a horse" mentions `person` (a man is a kind of person), `horse` and
-    `animal`, not `dog`: naming a kind does not mention the other kinds beside it. A
-    category of several words is mentioned by those words in a row ("dining tables").
-    """
-    from mitl.explain.concepts import caption_nouns
-
-    named = mentioned_synsets(caption_nouns(text))
-    phrase = f" {' '.join(_singular_tokens(text))} "
-    return frozenset(
-        c
-        for c in categories
-        if c in named or category_synset(c) in named or (" " in c and f" {c} " in phrase)
-    )
-
-
-def _singular_tokens(text: str) -> list[str]:
-    """Return the text's tokens with plural nouns made singular ("dining tables")."""
-    from mitl.relevance.words import NOUN, tag_word, tokens
-
-    singular = []
-    for word in tokens(text):
-        lemma, pos = tag_word(word)
-        singular.append(lemma if pos == NOUN else word)
-    return singular

@@ -20,9 +20,10 @@ import numpy as np
 
 from mitl.relevance.cider import CiderD
 from mitl.relevance.lexical import SetOverlap, bow_items, pos_items, synset_items
-from mitl.relevance.meteor import Meteor
+from mitl.relevance.meteor import Meteor, java_available
 from mitl.relevance.neural import MiniLMCosine
 from mitl.relevance.rouge import RougeL
+from mitl.relevance.wordnet import wordnet_available, wordnet_dir
 
 
 class CaptionProxy(Protocol):
@@ -108,16 +109,8 @@ def proxy_build(
 def proxy_unavailable(name: str) -> str | None:
     """Say why the named proxy cannot run here (WordNet or Java missing), or None."""
     spec = proxy_spec(name)
-    if spec.needs == "WordNet":
-        from mitl.relevance.wordnet import wordnet_available, wordnet_dir
-
-        if not wordnet_available():
-            return (
-                f"{name} needs WordNet (apt-get install -y wordnet-base; looked in {wordnet_dir()})"
-            )
-    if spec.needs == "Java":
-        from mitl.relevance.meteor import java_available
-
-        if not java_available():
-            return f"{name} needs Java (a JRE on the PATH)"
+    if spec.needs == "WordNet" and not wordnet_available():
+        return f"{name} needs WordNet (apt-get install -y wordnet-base; looked in {wordnet_dir()})"
+    if spec.needs == "Java" and not java_available():
+        return f"{name} needs Java (a JRE on the PATH)"
     return None

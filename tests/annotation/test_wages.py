@@ -1,4 +1,4 @@
-"""A batch's fair pay (annotation.wages): measured time of approved work, the hourly wage
+"""A batch's fair pay (annotation.mturk.wages): measured time of approved work, the hourly wage
 overall and per worker, the estimate before publication and the top-ups owed. Every
 expected value computed by hand."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from annotation.models import Batch
 from annotation.mturk.hit_settings import mturk_settings_save
-from annotation.wages import (
+from annotation.mturk.wages import (
     NO_ESTIMATE,
     batch_wages,
     topups_proposed,

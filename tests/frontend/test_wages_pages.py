@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.models import HIT, Batch
-from annotation.wages import NO_ESTIMATE
+from annotation.mturk.wages import NO_ESTIMATE
 from tests.annotation.wage_factories import approved_work, mturk_worker, platform_worker
 from tests.mturk_published import published_on_sandbox
 

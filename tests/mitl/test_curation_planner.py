@@ -10,7 +10,8 @@ from django.core.management import CommandError, call_command
 
 from annotation.models import Batch, BatchState
 from mitl.curation.planner import PlanCosts, fixed_pairs, pair_chances, plan_points
-from mitl.curation.policies import RANK_BANDS, QueryRankings
+from mitl.curation.policies import RANK_BANDS
+from mitl.curation.rankings import QueryRankings
 
 CURVE = [0.8, 0.6, 0.4] + [0.1] * (len(RANK_BANDS) - 3)  # ranks 1, 2, 3, then 0.1
 

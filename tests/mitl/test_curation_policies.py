@@ -9,16 +9,15 @@ from mitl.curation.learned import learned_order, logistic_fit, logistic_predict
 from mitl.curation.policies import (
     Arm,
     PolicySettings,
-    QueryRankings,
     arms_draw,
     band_yields,
     bandit_arms,
     depth_arms,
-    fused_ranking,
     policy_select,
     prior_yield,
     rank_band,
 )
+from mitl.curation.rankings import QueryRankings, fused_ranking
 
 
 def pairs(image: int, *captions: int) -> list[tuple[int, int]]:

@@ -12,11 +12,11 @@ from mitl.explain.concepts import (
     ConceptError,
     ConceptObject,
     ImageConcepts,
-    caption_nouns,
     captions_concepts,
     instances_concepts,
     labels_concepts,
 )
+from mitl.explain.mentions import caption_nouns
 from mitl.explain.metrics import (
     AREA_FLOOR,
     concept_agreement,
@@ -198,7 +198,7 @@ def test_caption_nouns_count_number_words_and_plurals():
 
 @needs_wordnet
 def test_categories_mentioned_follow_hypernyms_down_not_sideways():
-    from mitl.explain.synsets import categories_mentioned
+    from mitl.explain.mentions import categories_mentioned
 
     categories = ["person", "horse", "dog", "dining table", "animal"]
     mentioned = categories_mentioned("A man riding a horse near a dining table", categories)

@@ -9,7 +9,7 @@ from annotation.mturk.errors import MTurkError
 from annotation.mturk.hit_settings import batch_hit_settings, mturk_batch_cost, mturk_settings_save
 from annotation.mturk.publish import mturk_publish
 from annotation.mturk.sandbox import mturk_sandbox_reset
-from annotation.wages import wage_warnings
+from annotation.mturk.wages import wage_warnings
 
 CONFIRMATION = "publish"
 

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.mturk.errors import MTurkError
 from annotation.mturk.topups import mturk_topups_pay
-from annotation.wages import BatchWages, batch_wage_overview
+from annotation.mturk.wages import BatchWages, batch_wage_overview
 from mitl.wages import WageStats, seconds_text
 
 from .mturk_publish import batch_or_error

@@ -18,8 +18,8 @@ from annotation.mturk.payments import mturk_bonus_send
 from annotation.mturk.publish import mturk_publish
 from annotation.mturk.sync import mturk_sync
 from annotation.mturk.topups import TopUpResult, mturk_topups_pay
+from annotation.mturk.wages import NO_ESTIMATE
 from annotation.submissions import AnswerInput
-from annotation.wages import NO_ESTIMATE
 
 from ..crowd_factories import batch_make, hit_make
 from ..wage_factories import approved_work, platform_worker, split_ms

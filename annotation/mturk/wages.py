@@ -4,10 +4,12 @@ Reads only; the arithmetic is `mitl.wages` (see there how an assignment's time i
 and which median and quartiles are used). Paying the top-ups is
 `annotation.mturk.topups.mturk_topups_pay`.
 
-Only approved work counts, and MTurk work only once MTurk confirmed it (as in aggregation).
-The batch's figures include every source of approved work (simulated work too: the demo
-shows them); the estimate before publication uses people's work only (platform and MTurk
-workers), since a simulated worker's time is whatever the simulator was told.
+The assignments that count are those aggregation counts (`annotation.judgements_counted`:
+approved, MTurk work only once MTurk confirmed it), but all their time is paid: every
+judgement of an assignment is summed, goldens included. The batch's figures include every
+source of counted work (simulated work too: the demo shows them); the estimate before
+publication uses people's work only (platform and MTurk workers), since a simulated
+worker's time is whatever the simulator was told.
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ from typing import Any
 
 from django.db.models import Count, QuerySet, Sum
 
-from annotation.models import Assignment, AssignmentStatus, Batch, Worker, WorkerSource
-from annotation.models.work import mturk_unconfirmed
-from annotation.mturk.errors import MTurkInputError
-from annotation.mturk.hit_settings import batch_hit_settings
-from annotation.mturk.hit_type import HitTypeSettings
-from annotation.mturk.payments import TOPUP, bonus_token
-from annotation.mturk.state import state_read
+from annotation.judgements_counted import assignments_counted
+from annotation.models import Assignment, Batch, Worker, WorkerSource
 from mitl import wages as pay
 from mitl.config import batch_config
+
+from .errors import MTurkInputError
+from .hit_settings import batch_hit_settings
+from .hit_type import HitTypeSettings
+from .payments import TOPUP, bonus_token
+from .state import state_read
 
 # The estimate from other batches looks at this many of the latest approved assignments.
 ESTIMATE_SAMPLE = 2000
@@ -140,11 +143,11 @@ def hit_settings_or_defaults(batch: Batch) -> HitTypeSettings:
         return HitTypeSettings(assignment_minutes=batch_config(batch).assignment_minutes)
 
 
-def _approved() -> QuerySet[Assignment]:
-    """Approved work with its judgements' time and count; MTurk work only once confirmed."""
+def _approved(*, batch_id: int | None = None) -> QuerySet[Assignment]:
+    """Counted work (of one batch, or of all: None) with its judgements' time and count."""
     return (
-        Assignment.objects.filter(status=AssignmentStatus.APPROVED)
-        .exclude(mturk_unconfirmed())
+        assignments_counted(batch_id=batch_id)
+        # Every judgement, goldens included: the worker is paid for all the time on the HIT.
         .annotate(elapsed=Sum("judgements__elapsed_ms"), pairs=Count("judgements"))
         .filter(pairs__gt=0)  # nothing measured: e.g. approved on MTurk without answers here
     )
@@ -163,9 +166,7 @@ def _measured(assignments: QuerySet[Assignment], *, limit_seconds: int) -> list[
 
 def batch_measured(*, batch: Batch, limit_seconds: int) -> list[Measured]:
     """Return the batch's approved assignments with their measured times, oldest first."""
-    assignments = (
-        _approved().filter(hit__batch=batch).select_related("worker", "hit").order_by("pk")
-    )
+    assignments = _approved(batch_id=batch.pk).select_related("worker", "hit").order_by("pk")
     return _measured(assignments, limit_seconds=limit_seconds)
 
 
@@ -288,9 +289,8 @@ def topups_proposed(*, batch: Batch) -> list[TopUp]:
         return []
     paid = state_read(batch).get("bonuses", {})
     assignments = (
-        _approved()
+        _approved(batch_id=batch.pk)
         .filter(
-            hit__batch=batch,
             worker__source=WorkerSource.MTURK,
             external_id__isnull=False,
             confirmed_at__isnull=False,
