@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo test serve worker bench bench-scale bench-curation bench-relevance soak lint clean chromium wordnet
+.PHONY: install migrate demo demo-check test serve worker bench bench-scale bench-curation bench-relevance soak lint clean chromium wordnet
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,15 @@ install: $(STAMP)
 migrate: install
 	$(PY) manage.py migrate --noinput -v0
 
-demo: migrate
-	HF_HUB_OFFLINE=1 $(PY) manage.py demo
+# DEMO_ARGS pass options on (`make demo DEMO_ARGS="--strategy fixed"`). WordNet is optional:
+# without it the demo skips its explanation stage and says so.
+DEMO_ARGS ?=
+demo: migrate wordnet
+	HF_HUB_OFFLINE=1 $(PY) manage.py demo $(DEMO_ARGS)
+
+# The demo, then a check of its release and printed figures; exits non-zero when one is off.
+demo-check: migrate wordnet
+	HF_HUB_OFFLINE=1 $(PY) manage.py demo --check $(DEMO_ARGS)
 
 # Browser tests need Debian's Chromium; install it when missing (root) or they skip.
 chromium:
@@ -28,11 +35,12 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium missing: browser tests will skip (apt-get install -y chromium)"
 
-# The relevance proxies read WordNet 3.0 from Debian's files (never downloaded at run time).
+# The relevance proxies and the demo's explanation read WordNet 3.0 from Debian's files
+# (never downloaded at run time).
 wordnet:
 	@test -f "$${WORDNET_DIR:-/usr/share/wordnet}/data.noun" || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordnet-base >/dev/null; } || \
-	  echo "WordNet missing: the PoS and synset proxies will skip (apt-get install -y wordnet-base)"
+	  echo "WordNet missing: the PoS and synset proxies and the demo's explanation will skip (apt-get install -y wordnet-base)"
 
 test: install chromium wordnet
 	HF_HUB_OFFLINE=1 $(PY) -m pytest

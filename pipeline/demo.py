@@ -21,6 +21,8 @@ from mitl.evaluation_inputs import release_load
 from mitl.explain.table import summary_table
 from mitl.positive_sets import set_agreement
 from mitl.release_files import I2T_FILE, STATS_FILE, T2I_FILE, positives_by_query
+from mitl.relevance.proxies import proxy_unavailable
+from mitl.relevance.wordnet import wordnet_available, wordnet_dir
 from mitl.synthetic.files import INSTANCES_FILE, write, write_instances
 from mitl.synthetic.generation import generate
 from mitl.synthetic.truth import truth_matrix
@@ -72,8 +74,10 @@ class DemoSummary:
     rounds: int = 1
     # per direction: estimated recall with its 95% interval (adaptive only)
     estimated_recall: dict[str, dict[str, float]] = field(default_factory=dict)
-    explain_path: str = ""  # the explanation report of the demo's annotators
+    explain_path: str = ""  # the explanation report of the demo's annotators ("" if skipped)
     explain_table: str = ""
+    # One sentence per optional part skipped on this machine: what, and what to install
+    skipped: list[str] = field(default_factory=list)
     # The same HITs judged without and with a qualification round (qualification_study)
     qualification: list[dict[str, Any]] = field(default_factory=list)
     qualification_table: str = ""
@@ -99,6 +103,7 @@ def demo_run(
     every annotator's top 5 once. `batch_settings` override the batch configuration.
     """
     timings: dict[str, float] = {}
+    skipped = optional_parts_missing()
     started = time.monotonic()
     dataset = _demo_dataset(n_images=n_images, seed=seed, listener=listener)
     timings["generate+import"] = time.monotonic() - started
@@ -117,7 +122,7 @@ def demo_run(
             "n_caption_queries": n_queries,
             "assignments_per_hit": assignments_per_hit,
             "seed": seed,
-            "relevance": DEMO_RELEVANCE,
+            "relevance": [name for name in DEMO_RELEVANCE if not proxy_unavailable(name)],
             **(
                 {**ADAPTIVE_SETTINGS, "budget_judgements": budget}
                 if strategy == "adaptive"
@@ -129,11 +134,13 @@ def demo_run(
     rounds_run(batch, n_workers=n_workers, seed=seed, listener=listener, timings=timings)
     release = Release.objects.filter(batches=batch).latest("version")
     summary = _summarise(batch, release, dataset)
-    mark = time.monotonic()
-    summary.explain_path, summary.explain_table = _demo_explain(
-        release, dataset, list(annotators), listener
-    )
-    timings["explain"] = time.monotonic() - mark
+    summary.skipped = skipped
+    if wordnet_available():
+        mark = time.monotonic()
+        summary.explain_path, summary.explain_table = _demo_explain(
+            release, dataset, list(annotators), listener
+        )
+        timings["explain"] = time.monotonic() - mark
     mark = time.monotonic()
     # The two text annotators are enough to fill the study's HITs, and cost seconds.
     arms = qualification_study(
@@ -154,6 +161,25 @@ def demo_run(
     summary.accounts = _demo_accounts()
     summary.stage_seconds = {name: round(s, 2) for name, s in timings.items()}
     return summary
+
+
+def optional_parts_missing() -> list[str]:
+    """Return one sentence per optional part of the demo this machine cannot run.
+
+    Each says what the demo skips and what to install; the rest of the demo runs as usual.
+    """
+    skipped = [
+        f"Skipped the {name} relevance qrels of the release: {reason}."
+        for name in DEMO_RELEVANCE
+        if (reason := proxy_unavailable(name))
+    ]
+    if not wordnet_available():  # the failure metrics compare concepts through WordNet
+        skipped.append(
+            "Skipped the explanation of the annotators' failures (docs/explain.md): it needs "
+            f"WordNet 3.0, not found in {wordnet_dir()}; install it with `apt-get install -y "
+            "wordnet-base` (`make wordnet` does, as root) or set WORDNET_DIR to its folder."
+        )
+    return skipped
 
 
 def rounds_run(
@@ -270,7 +296,7 @@ def _demo_explain(
         adversarial=True,
     )
     report = explain_report(request, listener=listener)
-    html_path, _ = report_write(report, Path(settings.BASE_DIR) / "var" / "explain" / dataset.name)
+    html_path, _ = report_write(report, settings.VAR_DIR / "explain" / dataset.name)
     return str(html_path), summary_table(report)
 
 

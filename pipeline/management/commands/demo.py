@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import time
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from pipeline.demo import DEMO_BUDGET, DEMO_PASSWORD, demo_run
+from pipeline.demo import DEMO_BUDGET, DEMO_PASSWORD, DemoSummary, demo_run
+from pipeline.demo_check import demo_check
 from pipeline.management.progress_bars import StageBars
 
 
@@ -36,6 +37,13 @@ class Command(BaseCommand):
             "--budget", type=int, default=DEMO_BUDGET, help="judgements (adaptive strategy)"
         )
         parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="after the run, check the release and the figures printed (files present and "
+            "non-empty, stats.json agreeing with them, recalls and intervals in [0, 1]) and "
+            "exit non-zero naming what is off",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         started = time.monotonic()
@@ -53,6 +61,14 @@ class Command(BaseCommand):
             )
         finally:
             bars.close_all()
+        self._write_summary(summary, started)
+        for sentence in summary.skipped:
+            self.stdout.write(sentence)
+        if options["check"]:
+            self._check(summary)
+
+    def _write_summary(self, summary: DemoSummary, started: float) -> None:
+        """Print the counts, positives, agreement, recall, timings and the accounts."""
         out = self.stdout
         out.write("")
         out.write(f"Demo on dataset {summary.dataset!r}, batch {summary.batch_id}")
@@ -88,9 +104,10 @@ class Command(BaseCommand):
             f"{name} {seconds:.1f} s" for name, seconds in summary.stage_seconds.items()
         )
         out.write(f"Stage times: {timings}")
-        out.write("Why the annotators fail (docs/explain.md): CA, NCS ↑; CE, SD ↓")
-        out.write(summary.explain_table)
-        out.write(f"Explanation report: {summary.explain_path}")
+        if summary.explain_path:
+            out.write("Why the annotators fail (docs/explain.md): CA, NCS ↑; CE, SD ↓")
+            out.write(summary.explain_table)
+            out.write(f"Explanation report: {summary.explain_path}")
         out.write(
             "The same HITs without and with a qualification round (a crowd with careless "
             "and learning workers; docs/workers.md):"
@@ -108,4 +125,15 @@ class Command(BaseCommand):
         out.write(
             "Annotators press 'Start next HIT'; the admin reviews flagged work at /review/ "
             "(these local accounts exist for the demo only)."
+        )
+
+    def _check(self, summary: DemoSummary) -> None:
+        """Check the release and the figures printed; raise CommandError naming what is off."""
+        problems = demo_check(summary)
+        if problems:
+            listed = "".join(f"\n  - {problem}" for problem in problems)
+            raise CommandError(f"demo --check: {len(problems)} problem(s) found:{listed}")
+        self.stdout.write(
+            f"Check passed: release {summary.release_path} is complete and agrees with "
+            "stats.json; every precision, recall and interval printed is in [0, 1]."
         )
