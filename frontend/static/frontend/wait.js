@@ -2,20 +2,20 @@
 // submit buttons are disabled (no second request) and the pressed one says what is going
 // on, e.g. data-wait="Creating…", with a spinner. Every page loads this; only forms with a
 // data-wait attribute take part. No build step and no external code.
+// Attributes, not form.dataset: a form's named fields shadow its properties (the wizard
+// has a field named "dataset").
 
-function submitterOf(form, event) {
-  return event.submitter ?? form.querySelector('button[type="submit"], button:not([type])');
-}
+const BUTTONS = 'button[type="submit"], button:not([type]), input[type="submit"]';
 
 document.addEventListener("submit", (event) => {
   const form = event.target;
-  if (!(form instanceof HTMLFormElement) || !("wait" in form.dataset)) return;
+  if (!(form instanceof HTMLFormElement) || !form.hasAttribute("data-wait")) return;
   if (event.defaultPrevented) return; // another script stopped it: nothing is sent
-  if (form.dataset.waiting === "1") {
+  if (form.hasAttribute("data-waiting")) {
     event.preventDefault(); // already on its way
     return;
   }
-  const pressed = submitterOf(form, event);
+  const pressed = event.submitter ?? form.querySelector(BUTTONS);
   // The pressed button's name and value must still be sent: disabled buttons are not.
   if (pressed?.name) {
     const carried = document.createElement("input");
@@ -24,18 +24,15 @@ document.addEventListener("submit", (event) => {
     carried.value = pressed.value;
     form.append(carried);
   }
-  form.dataset.waiting = "1";
+  form.setAttribute("data-waiting", "");
   form.setAttribute("aria-busy", "true");
-  const buttons = 'button[type="submit"], button:not([type]), input[type="submit"]';
-  for (const button of form.querySelectorAll(buttons)) button.disabled = true;
-  if (pressed) {
-    const label = form.dataset.wait || pressed.dataset.wait || "Working…";
-    pressed.classList.add("waiting");
-    pressed.textContent = "";
+  for (const button of form.querySelectorAll(BUTTONS)) button.disabled = true;
+  if (pressed instanceof HTMLButtonElement) {
+    const label = form.getAttribute("data-wait") || "Working…";
     const spinner = document.createElement("span");
     spinner.className = "spinner";
     spinner.setAttribute("aria-hidden", "true");
-    pressed.append(spinner, ` ${label}`);
+    pressed.replaceChildren(spinner, ` ${label}`);
   }
 });
 
@@ -43,8 +40,8 @@ document.addEventListener("submit", (event) => {
 window.addEventListener("pageshow", (event) => {
   if (!event.persisted) return;
   for (const form of document.querySelectorAll("form[data-waiting]")) {
-    delete form.dataset.waiting;
+    form.removeAttribute("data-waiting");
     form.removeAttribute("aria-busy");
-    for (const button of form.querySelectorAll("button, input[type=submit]")) button.disabled = false;
+    for (const button of form.querySelectorAll(BUTTONS)) button.disabled = false;
   }
 });
