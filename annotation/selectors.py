@@ -26,6 +26,8 @@ from mitl.judgements import (
 )
 from mitl.release_files import bundle_path
 
+from .budget import judgements_spent
+from .human_work import work_count
 from .models import (
     HIT,
     Assignment,
@@ -39,6 +41,7 @@ from .models import (
     Release,
     items_shown_to,
 )
+from .mturk.hit_settings import batch_reward
 
 # States whose HITs are all built, and the state in which the candidates are all pooled.
 _BUILT = frozenset({BatchState.ANNOTATING, BatchState.AGGREGATING, BatchState.RELEASED})
@@ -53,20 +56,33 @@ PIPELINE_STAGES: tuple[str, ...] = (
 
 
 def batch_progress(*, batch: Batch) -> list[dict[str, Any]]:
-    """Return done/total per pipeline stage, in pipeline order (missing stages as 0/0)."""
+    """Return done/total per pipeline stage, in pipeline order (missing stages as 0/0).
+
+    Annotating is counted live (HITs of the current round with all their approved work)
+    while the batch annotates, or when no stage run stored it (people's work arrives
+    through submission, review and the MTurk sync, not a stage). Done never exceeds total.
+    """
     rows = {row.stage: row for row in batch.progress.all()}
     result = []
     for stage in PIPELINE_STAGES:
         row = rows.get(stage)
+        done, total = (row.done, row.total) if row else (0, 0)
+        finished = bool(row and row.finished_at)
+        if stage == BatchState.ANNOTATING and _annotating_live(batch, row):
+            count = work_count(batch_id=batch.pk, round=batch.round)
+            done, total = count.hits_done, count.hits
+            finished = batch.state != BatchState.ANNOTATING
         result.append(
-            {
-                "stage": str(stage),
-                "done": row.done if row else 0,
-                "total": row.total if row else 0,
-                "finished": bool(row and row.finished_at),
-            }
+            {"stage": str(stage), "done": min(done, total), "total": total, "finished": finished}
         )
     return result
+
+
+def _annotating_live(batch: Batch, row: Any) -> bool:
+    """Say whether the annotating stage's counts come from the work itself."""
+    if batch.state == BatchState.ANNOTATING:
+        return True
+    return batch.state in _BUILT and (row is None or not row.total)
 
 
 def batch_curation(*, batch: Batch) -> dict[str, Any]:
@@ -83,7 +99,8 @@ def batch_curation(*, batch: Batch) -> dict[str, Any]:
         "adjudication": config.adjudication if config.adaptive else None,
         "round": batch.round,
         "budget_judgements": config.budget_judgements or None,
-        "judgements_spent": report.get("judgements_spent"),
+        # Live, as the budget counts it: the report's figure is that of the last aggregation.
+        "judgements_spent": judgements_spent(batch_id=batch.pk, items_per_hit=config.items_per_hit),
         "estimates": {
             direction: directions.get(direction, {}).get("estimate")
             for direction in ("i2t", "t2i")
@@ -231,8 +248,13 @@ def batch_counts(*, batch: Batch) -> dict[str, Any]:
     }
 
 
-def batch_cost_estimate(*, batch: Batch, reward: Decimal) -> BatchEstimate:
-    """Estimate a batch's cost from its HITs once built, its candidates once pooled."""
+def batch_cost_estimate(*, batch: Batch, reward: Decimal | None = None) -> BatchEstimate:
+    """Estimate a batch's cost from its HITs once built, its candidates once pooled.
+
+    `reward` per assignment: the batch's own (`batch_reward`) unless another is asked about.
+    """
+    if reward is None:
+        reward = batch_reward(batch)
     hits = candidates = None
     if batch.state in _BUILT or (batch.state == BatchState.CANCELLED and batch.hits.exists()):
         hits = batch.hits.count()

@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.errors import ServiceError
+from annotation.human_work import batch_human_work
 from annotation.models import Batch, BatchState, Dataset
 from annotation.selectors import (
     batch_cost_estimate,
@@ -128,11 +129,52 @@ class BatchCountsSerializer(serializers.Serializer):
     )
 
 
+class WorkCountSerializer(serializers.Serializer):
+    hits = serializers.IntegerField()
+    hits_done = serializers.IntegerField(help_text="HITs with all the approved work they need.")
+    needed = serializers.IntegerField(help_text="Σ assignments per HIT.")
+    approved = serializers.IntegerField(help_text="Approved, at most what each HIT needs.")
+    submitted = serializers.IntegerField(help_text="Waiting for review.")
+    open = serializers.IntegerField(help_text="Accepted, not submitted yet.")
+
+
+class HumanWorkSerializer(serializers.Serializer):
+    round = serializers.IntegerField()
+    current_round = WorkCountSerializer()
+    all_rounds = WorkCountSerializer()
+    judgements = serializers.IntegerField(help_text="Answers stored, golden pairs included.")
+    judgements_spent = serializers.IntegerField(
+        help_text="As the budget counts them: stored plus the pairs of open work."
+    )
+    budget_judgements = serializers.IntegerField(allow_null=True)
+    reward = serializers.DecimalField(max_digits=8, decimal_places=2)
+    spent = serializers.DecimalField(
+        max_digits=24,
+        decimal_places=2,
+        help_text="(approved + submitted) assignments × (reward + MTurk commission), USD.",
+    )
+    budget_dollars = serializers.DecimalField(
+        max_digits=24,
+        decimal_places=2,
+        help_text="The judgement budget in USD; without one, what every needed assignment costs.",
+    )
+    per_hour = serializers.FloatField(
+        allow_null=True, help_text="Assignments submitted per hour; null: no pace yet."
+    )
+    seconds_left = serializers.IntegerField(allow_null=True)
+    time_left = serializers.CharField(help_text='As the page shows it; "—" without a pace.')
+
+
 class BatchDetailSerializer(BatchSerializer):
     counts = serializers.SerializerMethodField()
+    human_work = serializers.SerializerMethodField()
 
     class Meta(BatchSerializer.Meta):
-        fields = [*BatchSerializer.Meta.fields, "counts", "reports", "mturk"]
+        fields = [*BatchSerializer.Meta.fields, "counts", "human_work", "reports", "mturk"]
+
+    @extend_schema_field(HumanWorkSerializer)
+    def get_human_work(self, batch: Batch) -> dict[str, Any]:
+        return batch_human_work(batch_id=batch.pk).to_json()
 
     @extend_schema_field(BatchCountsSerializer)
     def get_counts(self, batch: Batch) -> dict[str, Any]:
@@ -198,6 +240,16 @@ class RewardSerializer(serializers.Serializer):
         decimal_places=2,
         min_value=CENT,
         help_text="Reward per assignment in US dollars, e.g. 0.50.",
+    )
+
+
+class OptionalRewardSerializer(serializers.Serializer):
+    reward = serializers.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        min_value=CENT,
+        required=False,
+        help_text="Reward per assignment in US dollars, e.g. 0.50; left out, the batch's own.",
     )
 
 
@@ -305,8 +357,9 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             OpenApiParameter(
                 "reward",
                 Decimal,
-                required=True,
-                description="Reward per assignment in US dollars, e.g. 0.50.",
+                required=False,
+                description="Reward per assignment in US dollars, e.g. 0.50; left out, the "
+                "batch's own (set in the wizard or on its MTurk page).",
             )
         ],
         responses=CostSerializer,
@@ -316,9 +369,9 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     def cost(self, request: Request, pk: str) -> Response:
         """What the batch costs on MTurk: from its HITs once built, an upper bound before."""
         batch = self.get_object()
-        reward = RewardSerializer(data=request.query_params)
+        reward = OptionalRewardSerializer(data=request.query_params)
         reward.is_valid(raise_exception=True)
-        estimate = batch_cost_estimate(batch=batch, reward=reward.validated_data["reward"])
+        estimate = batch_cost_estimate(batch=batch, reward=reward.validated_data.get("reward"))
         return Response(CostSerializer(estimate.to_json()).data)
 
     @extend_schema(

@@ -55,8 +55,8 @@ def mturk_cost(
     reward = Decimal(reward_per_assignment)
     if reward < CENT:
         raise ValueError(f"the reward must be at least $0.01 per assignment (got ${reward})")
-    rate = COMMISSION_LARGE if assignments_per_hit >= LARGE_HIT_ASSIGNMENTS else COMMISSION
-    fee = max((reward * rate).quantize(CENT, rounding=ROUND_HALF_UP), MIN_COMMISSION)
+    rate = commission_rate(assignments_per_hit)
+    fee = commission_per_assignment(reward, rate=rate)
     assignments = hits * assignments_per_hit
     rewards = reward * assignments
     commission = fee * assignments
@@ -70,6 +70,30 @@ def mturk_cost(
         commission=commission,
         total=rewards + commission,
     )
+
+
+def commission_rate(assignments_per_hit: int) -> Decimal:
+    """Return MTurk's commission rate for HITs with `assignments_per_hit` assignments."""
+    return COMMISSION_LARGE if assignments_per_hit >= LARGE_HIT_ASSIGNMENTS else COMMISSION
+
+
+def commission_per_assignment(reward: Decimal, *, rate: Decimal) -> Decimal:
+    """Return MTurk's fee on one assignment: `rate` of the reward in cents, at least $0.01."""
+    return max((reward * rate).quantize(CENT, rounding=ROUND_HALF_UP), MIN_COMMISSION)
+
+
+def assignments_cost(
+    *, assignments: int, assignments_per_hit: int, reward_per_assignment: Decimal
+) -> Decimal:
+    """Return what `assignments` assignments cost on MTurk, rewards plus commission.
+
+    The money a batch has spent: its paid (and payable) work × (reward + MTurk's fee).
+    """
+    if assignments < 0:
+        raise ValueError("assignments must be ≥ 0")
+    reward = Decimal(reward_per_assignment)
+    fee = commission_per_assignment(reward, rate=commission_rate(assignments_per_hit))
+    return (reward + fee) * assignments
 
 
 def judgements_for_dollars(

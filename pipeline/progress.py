@@ -27,6 +27,10 @@ class StageTracker:
         self._last_write = 0.0
 
     def start(self, total: int) -> None:
+        # A stage may count several kinds of work in turn (aggregating: pairs, then the
+        # release's blocks): each start counts from 0, or the old count would be written
+        # against the new total (aggregating 4021/100).
+        self.done = 0
         self.total = total
         BatchStageProgress.objects.update_or_create(
             batch_id=self.batch_id,
@@ -36,7 +40,7 @@ class StageTracker:
         self._notify(force=True)
 
     def update(self, done: int) -> None:
-        self.done = done
+        self.done = min(done, self.total) if self.total else done
         self._notify()
 
     def advance(self, step: int = 1) -> None:

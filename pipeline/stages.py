@@ -308,6 +308,7 @@ def _stage_work(
         # A retry after the release was written (before the state moved) adds no v2.
         if not Release.objects.filter(batches=batch).exists():
             release_create(batch=batch, config=config, progress=_blocks_into(tracker))
+            tracker.finish()  # the last blocks may fall between two throttled writes
     return None
 
 

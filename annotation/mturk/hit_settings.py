@@ -1,7 +1,13 @@
-"""A batch's HIT type settings as stored (over the defaults), and what they will cost."""
+"""A batch's HIT type settings as stored (over the defaults), and what they will cost.
+
+`Batch.mturk["settings"]` is the one place a batch's reward lives: the wizard writes it
+when it creates the batch, the MTurk page and `mturk_publish --settings` change it, and
+every page, estimate and publication reads it here (`batch_reward`).
+"""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from annotation.models import Batch
@@ -21,6 +27,19 @@ def batch_hit_settings(batch: Batch) -> HitTypeSettings:
     """Return the batch's HIT type settings: the stored ones over the defaults."""
     defaults = HitTypeSettings(assignment_minutes=batch_config(batch).assignment_minutes)
     return parse_hit_type_settings((batch.mturk or {}).get("settings", {}), defaults=defaults)
+
+
+def hit_settings_or_defaults(batch: Batch) -> HitTypeSettings:
+    """Return the batch's HIT type settings; the defaults when the stored ones do not parse."""
+    try:
+        return batch_hit_settings(batch)
+    except MTurkInputError:
+        return HitTypeSettings(assignment_minutes=batch_config(batch).assignment_minutes)
+
+
+def batch_reward(batch: Batch) -> Decimal:
+    """Return the batch's reward per assignment in USD: stored, else the default."""
+    return hit_settings_or_defaults(batch).reward
 
 
 def mturk_batch_cost(*, batch: Batch, hit_settings: HitTypeSettings) -> CostEstimate:

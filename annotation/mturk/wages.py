@@ -27,9 +27,7 @@ from annotation.models import Assignment, Batch, Worker, WorkerSource
 from mitl import wages as pay
 from mitl.config import batch_config
 
-from .errors import MTurkInputError
-from .hit_settings import batch_hit_settings
-from .hit_type import HitTypeSettings
+from .hit_settings import hit_settings_or_defaults
 from .payments import TOPUP, bonus_token
 from .state import state_read
 
@@ -133,14 +131,6 @@ class TopUp:
             "amount": str(self.amount),
             "paid": self.paid,
         }
-
-
-def hit_settings_or_defaults(batch: Batch) -> HitTypeSettings:
-    """Return the batch's HIT type settings; the defaults when the stored ones do not parse."""
-    try:
-        return batch_hit_settings(batch)
-    except MTurkInputError:
-        return HitTypeSettings(assignment_minutes=batch_config(batch).assignment_minutes)
 
 
 def _approved(*, batch_id: int | None = None) -> QuerySet[Assignment]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from annotation.human_work import batch_human_work
 from annotation.models import Batch, Dataset, ImportJob, Release
 from annotation.review_selectors import quality_overview
 from annotation.selectors import batch_curation, batch_progress, dataset_rows
@@ -22,6 +23,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "batch": batch,
             "progress": batch_progress(batch=batch),
             "curation": batch_curation(batch=batch),
+            "work": batch_human_work(batch_id=batch.pk),
         }
         for batch in Batch.objects.select_related("dataset")
         .prefetch_related("progress")

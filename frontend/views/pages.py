@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.safestring import mark_safe
 
 from annotation.errors import ServiceError
+from annotation.human_work import batch_human_work
 from annotation.instructions import instructions_overview
 from annotation.models import Batch, Dataset, Release
 from annotation.mturk.links import instructions_image_path
@@ -40,7 +41,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @staff_required
 def batch_page(request: HttpRequest, batch_id: int) -> HttpResponse:
-    """Show one batch: stage progress and how diverse its annotators are."""
+    """Show one batch: stage progress, people's work and how diverse its annotators are."""
     batch = get_object_or_404(Batch.objects.select_related("dataset"), pk=batch_id)
     context = {
         "batch": batch,
@@ -51,6 +52,7 @@ def batch_page(request: HttpRequest, batch_id: int) -> HttpResponse:
         "instructions": instructions_overview(batch=batch, image_url=instructions_image_path),
         "qualification": qualification_summary(batch=batch),
         "fair_pay": batch_wage_overview(batch=batch),
+        "work": batch_human_work(batch_id=batch.pk),
     }
     return render(request, "frontend/batch.html", context)
 

@@ -21,6 +21,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
 from annotation.errors import ServiceError
+from annotation.human_work import platform_workers_eligible
 from annotation.models import Batch, Dataset, MachineAnnotator
 from mitl.aggregation import RULES as AGGREGATION_RULES
 from mitl.config import (
@@ -166,10 +167,15 @@ class BatchWizardForm(forms.Form):
         help_text="Simulated workers judge every HIT once it is built; the batch is then "
         "aggregated and released without people.",
     )
+    few_workers_ok = forms.BooleanField(
+        required=False,
+        label="Create it anyway: MTurk workers or accounts added later will do the rest",
+    )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, eligible_workers: int = 0, **kwargs: Any) -> None:
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+        self.eligible_workers = eligible_workers
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -177,7 +183,29 @@ class BatchWizardForm(forms.Form):
             data.get("image_ids") or data.get("caption_ids")
         ):
             self.add_error("image_ids", "List at least one image id or caption id.")
+        problem = self.workers_problem()
+        if problem and not data.get("few_workers_ok"):
+            self.add_error("assignments_per_hit", problem)
         return data
+
+    def workers_problem(self) -> str | None:
+        """Say why the platform's annotators cannot complete the batch, if they cannot.
+
+        A batch for people here (annotator accounts exist, no simulated crowd) needs as
+        many eligible accounts as assignments per HIT: one worker does a HIT once.
+        """
+        wanted = self.cleaned_data.get("assignments_per_hit")
+        eligible = self.eligible_workers
+        if self.cleaned_data.get("simulated_crowd") or not eligible or not wanted:
+            return None
+        if wanted <= eligible:
+            return None
+        return (
+            f"{wanted} assignments per HIT but only {eligible} annotator "
+            f"account{'s' if eligible != 1 else ''} can take HITs here (active, not staff, "
+            "not blocked): no HIT would get all its work. Lower the assignments per HIT, add "
+            "accounts, or create it anyway if MTurk workers will judge."
+        )
 
     def raw_config(self) -> dict[str, Any]:
         """Return the batch configuration as `parse_batch_config` reads it."""
@@ -274,8 +302,9 @@ def _count_ids(text: str | None) -> int:
 def batch_new(request: HttpRequest) -> HttpResponse:
     """Show the wizard; on POST, validate, estimate, create and start the batch."""
     status = 200
+    eligible = platform_workers_eligible()
     if request.method == "POST":
-        form = BatchWizardForm(request.POST)
+        form = BatchWizardForm(request.POST, eligible_workers=eligible)
         examples_form = InstructionsExamplesForm(request.POST)
         valid = form.is_valid() & examples_form.is_valid()  # both, so both show their errors
         batch = _create_from(form, examples_form, request.user) if valid else None
@@ -284,7 +313,9 @@ def batch_new(request: HttpRequest) -> HttpResponse:
             return redirect("frontend:batch", batch_id=batch.pk)
         status = 400
     else:
-        form = BatchWizardForm(initial={"dataset": request.GET.get("dataset")})
+        form = BatchWizardForm(
+            initial={"dataset": request.GET.get("dataset")}, eligible_workers=eligible
+        )
         examples_form = InstructionsExamplesForm()
     context = {
         "form": form,
@@ -294,6 +325,7 @@ def batch_new(request: HttpRequest) -> HttpResponse:
         "commission_large": int(COMMISSION_LARGE * 100),
         "large_hit_assignments": LARGE_HIT_ASSIGNMENTS,
         "has_annotators": MachineAnnotator.objects.exists(),
+        "eligible_workers": eligible,
     }
     return render(request, "frontend/batch_new.html", context, status=status)
 
@@ -320,7 +352,12 @@ def _create_from(
             raw_config=config.to_json(),
             image_ids=data["image_ids"] if listed else None,
             caption_ids=data["caption_ids"] if listed else None,
-            mturk={"estimate": {**estimate.to_json(), "hits_at_most": True}},
+            # The reward lives with the HIT type settings: every page, estimate and
+            # publication reads it there (annotation.mturk.hit_settings.batch_reward).
+            mturk={
+                "settings": {"reward": str(data["reward"])},
+                "estimate": {**estimate.to_json(), "hits_at_most": True},
+            },
             instructions_examples=examples_form.examples(),
             user=user,
         )

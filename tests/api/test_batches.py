@@ -233,12 +233,22 @@ def test_once_pooled_the_hits_are_counted_from_the_candidates(staff, batch):
     assert built["total"] == pooled["total"]
 
 
-@pytest.mark.parametrize(("query", "words"), [("", "required"), ("?reward=0", "greater than")])
-def test_the_cost_needs_a_reward_of_at_least_a_cent(staff, batch, query, words):
-    response = staff.get(f"/api/batches/{batch.pk}/cost/{query}")
+def test_the_cost_needs_a_reward_of_at_least_a_cent(staff, batch):
+    response = staff.get(f"/api/batches/{batch.pk}/cost/?reward=0")
     assert response.status_code == 400
     assert list(response.json()["errors"]) == ["reward"]
-    assert words in response.json()["errors"]["reward"][0]
+    assert "greater than" in response.json()["errors"]["reward"][0]
+
+
+def test_the_cost_without_a_reward_uses_the_batchs_own(staff, batch):
+    default = staff.get(f"/api/batches/{batch.pk}/cost/").json()
+    assert default["reward_per_assignment"] == "0.50"  # nothing stored: the default
+
+    Batch.objects.filter(pk=batch.pk).update(mturk={"settings": {"reward": "0.25"}})
+    stored = staff.get(f"/api/batches/{batch.pk}/cost/").json()
+    assert stored["reward_per_assignment"] == "0.25"
+    asked = staff.get(f"/api/batches/{batch.pk}/cost/?reward=0.40").json()
+    assert asked["reward_per_assignment"] == "0.40"
 
 
 def test_an_estimate_of_a_config_not_created_matches_the_draft_batch(staff, batch, small_config):

@@ -1,6 +1,7 @@
 // Live progress: poll a JSON URL once a second and update the page's bars, no page reload.
 // The JSON has the batch API's shape: {state, error, progress: [{stage, done, total,
-// finished}], next_url?}. Polling stops once the state is one of data-stop-states.
+// finished}], human_work?, next_url?}; every element with a data-human-work path (e.g.
+// "current_round.approved") shows that value of human_work ("$" before data-format="money"). Polling stops once the state is one of data-stop-states.
 // No build step and no external code: it must run offline.
 
 const POLL_MS = 1000;
@@ -35,6 +36,16 @@ function updateRow(row) {
   line.classList.toggle("finished", Boolean(row.finished));
 }
 
+function updateHumanWork(work) {
+  for (const element of document.querySelectorAll("[data-human-work]")) {
+    let value = work;
+    for (const key of element.dataset.humanWork.split(".")) value = value?.[key];
+    if (value === undefined || value === null) continue;
+    const text = element.dataset.format === "money" ? `$${value}` : String(value);
+    if (element.textContent !== text) element.textContent = text;
+  }
+}
+
 function render(data) {
   root.dataset.state = data.state;
   setText("live-state", data.state);
@@ -42,6 +53,7 @@ function render(data) {
   if (stale) stale.hidden = data.state === loadedState;
   showError(data.error);
   for (const row of data.progress ?? []) updateRow(row);
+  if (data.human_work) updateHumanWork(data.human_work);
   for (const element of root.querySelectorAll("[data-show-when]")) {
     element.hidden = !element.dataset.showWhen.split(/\s+/).includes(data.state);
   }

@@ -131,9 +131,33 @@ function refresh() {
   panel.dataset.ready = "1"; // the browser test waits for the first live update
 }
 
+// --- enough people? (the server checks again: frontend/views/wizard.py) -------------------
+
+const workersCheck = document.getElementById("workers-check");
+const eligibleWorkers = Number(workersCheck?.dataset.eligibleWorkers ?? 0);
+
+function checkWorkers() {
+  if (!workersCheck) return;
+  const perHit = Number(form.elements.assignments_per_hit.value);
+  const simulated = form.elements.simulated_crowd?.checked;
+  const short = eligibleWorkers > 0 && !simulated && perHit > eligibleWorkers;
+  const warning = document.getElementById("workers-warning");
+  if (short) {
+    warning.textContent =
+      `${perHit} assignments per HIT but only ${eligibleWorkers} annotator ` +
+      `account${eligibleWorkers === 1 ? "" : "s"} can take HITs here: no HIT would get all ` +
+      "its work from people on this platform.";
+  }
+  warning.hidden = !short;
+  workersCheck.querySelector("[data-few-workers]").hidden = !short;
+}
+
 form.addEventListener("input", refresh);
 form.addEventListener("change", refresh);
+form.addEventListener("input", checkWorkers);
+form.addEventListener("change", checkWorkers);
 refresh();
+checkWorkers();
 
 // --- the plan: what the typed config buys per strategy and budget (server-drawn) -------------
 
