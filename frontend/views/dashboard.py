@@ -7,6 +7,7 @@ from django.shortcuts import render
 
 from annotation.models import Batch, Dataset, ImportJob, Release
 from annotation.review_selectors import quality_overview
+from annotation.rounds import round_stall
 from annotation.selectors import batch_curation, batch_progress, dataset_rows
 
 from .access import staff_required
@@ -22,6 +23,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "batch": batch,
             "progress": batch_progress(batch=batch),
             "curation": batch_curation(batch=batch),
+            # Why an annotating batch waits (how much work is missing shows in its bars).
+            "stalls": [s for s in round_stall(batch=batch) if s.code != "missing"],
         }
         for batch in Batch.objects.select_related("dataset")
         .prefetch_related("progress")
