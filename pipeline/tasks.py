@@ -210,10 +210,14 @@ def failures_to_batch(queue: Callable[[], None]) -> None:
     if not close_annotation.app.conf.task_always_eager:
         queue()  # a broker that is down fails loudly
         return
-    try:
-        queue()
-    except Exception:
-        logger.exception("a stage run after closing a round failed; its batch records why")
+
+    def run_logged() -> None:
+        try:
+            queue()  # after the commit: its own on_commit runs its task at once, in here
+        except Exception:
+            logger.exception("a stage run after closing a round failed; its batch records why")
+
+    transaction.on_commit(run_logged)
 
 
 def crowd_autopilot_queue(*, batch_id: int) -> None:
