@@ -3,7 +3,8 @@
 The tasks are thin, idempotent and given ids: each runs one service (`pipeline.stages`),
 which returns what comes next (`StageNext`) instead of queueing it, and the task queues
 that here (`next_queue`). Callers above (`pipeline.launch`, the `batch_run` command, the
-API) queue through the functions here too.
+API, the pages' round controls) queue through the functions here too; the pages ask here
+whether the work they just stored completes a round (`annotation_close_check_queue`).
 
 A task queued inside a transaction would let a worker read the batch before its new state
 is saved, so every task goes out once the transaction commits (at once outside one).
