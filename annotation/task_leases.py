@@ -98,6 +98,14 @@ def lease_held(task: Task, spec: LeaseSpec) -> Iterator[bool]:
         TaskLease.objects.filter(key=spec.key, holder=holder).delete()
 
 
+def lease_live(*, key_prefix: str) -> bool:
+    """Say whether a live worker runs a task whose lease key starts with `key_prefix`."""
+    since = _stale_before(timezone.now())
+    return TaskLease.objects.filter(
+        key__startswith=key_prefix, state=LeaseState.RUNNING, heartbeat_at__gte=since
+    ).exists()
+
+
 @dataclass
 class Recovery:
     """What one watchdog pass did: the lease keys sent again and those given up."""

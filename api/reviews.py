@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from annotation.models import Assignment
 from annotation.review import assignment_review
 from annotation.review_selectors import assignment_review_rows, review_queue
+from pipeline.tasks import annotation_close_check_queue
 
 from .permissions import IsStaff
 
@@ -138,4 +139,6 @@ class ReviewViewSet(viewsets.ReadOnlyModelViewSet):
             feedback=decision.validated_data["feedback"],
             reviewer=request.user,
         )
+        if approve:  # this may have been the round's last work: it then closes
+            annotation_close_check_queue(batch_id=assignment.hit.batch_id)
         return Response(ReviewSerializer(self.get_queryset().get(pk=reviewed.pk)).data)

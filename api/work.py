@@ -20,9 +20,13 @@ from rest_framework.response import Response
 from annotation.answers import SubmissionSerializer, answer_inputs, submission_summary
 from annotation.errors import ServiceError
 from annotation.handout import hit_assign_next, worker_for_user
-from annotation.models import Assignment, AssignmentStatus
+from annotation.models import Assignment, AssignmentStatus, Worker
+from annotation.rounds import round_waits_for_worker
 from annotation.selectors import assignment_page
 from annotation.submissions import assignment_submit_own
+from pipeline.tasks import annotation_close_check_queue, complete_rounds_close_queue
+
+NO_HIT_REASON_HEADER = "X-No-HIT-Reason"
 
 
 class PageItemSerializer(serializers.Serializer):
@@ -53,6 +57,12 @@ class SubmitResultSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         help_text="With `take_next=true` only: the caller's next HIT, null when none is free.",
+    )
+    next_reason = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="With `take_next=true` only: why no HIT is free when `next_assignment` is "
+        "null (as the next-HIT answer's X-No-HIT-Reason header), else null.",
     )
 
 
@@ -112,7 +122,10 @@ def _not_found(assignment_id: int) -> Response:
     request=None,
     responses={
         200: AssignmentPageSerializer,
-        204: OpenApiResponse(description="No HIT is free right now."),
+        204: OpenApiResponse(
+            description="No HIT is free right now; the X-No-HIT-Reason header says why, "
+            "briefly (a 204 has no body)."
+        ),
     },
 )
 @api_view(["POST"])
@@ -120,12 +133,31 @@ def assignment_next(request: Request) -> Response:
     """Give the caller its open assignment, or the next free HIT (204 when there is none)."""
     worker = worker_for_user(user=request.user)
     try:
-        assignment = hit_assign_next(worker=worker)
+        assignment = _next_or_none(worker)
     except ServiceError as exc:
         return Response({"detail": str(exc)}, status=403)
     if assignment is None:
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        response = Response(status=status.HTTP_204_NO_CONTENT)
+        response[NO_HIT_REASON_HEADER] = no_hit_reason(worker)
+        return response
     return Response(_payload(assignment), status=200)
+
+
+def _next_or_none(worker: Worker) -> Assignment | None:
+    """The worker's next HIT; when none is free, close the rounds that are complete first
+    (their next round may then have HITs: with eager Celery it is built at once)."""
+    assignment = hit_assign_next(worker=worker)
+    if assignment is None and complete_rounds_close_queue():
+        assignment = hit_assign_next(worker=worker)
+    return assignment
+
+
+def no_hit_reason(worker: Worker) -> str:
+    """Say briefly, in ASCII (it goes in a header), why no batch has a HIT for the worker."""
+    waits = round_waits_for_worker(worker=worker)
+    if not waits:
+        return "no HIT is free right now"
+    return "; ".join(f"batch {wait.batch_id}: {wait.why}" for wait in waits)
 
 
 @extend_schema(tags=["work"], responses=AssignmentPageSerializer)
@@ -171,13 +203,16 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
         return Response({"detail": str(exc)}, status=400)
     if result is None:
         return _not_found(assignment_id)
+    if result.created:  # this may have been the round's last work: it then closes
+        annotation_close_check_queue(batch_id=result.assignment.hit.batch_id)
     body = {**submission_summary(result), "next": reverse("frontend:work")}
     if take_next:
         try:
-            following = hit_assign_next(worker=worker)
+            following = _next_or_none(worker)
         except ServiceError:  # blocked meanwhile: the work is stored, no more is given
             following = None
         body["next_assignment"] = None if following is None else _payload(following)
+        body["next_reason"] = None if following is not None else no_hit_reason(worker)
     return Response(body, status=201 if result.created else 200)
 
 

@@ -251,6 +251,9 @@ CELERY_BEAT_SCHEDULE = {
     "expire-assignments": {"task": "annotation.expire_assignments", "schedule": 60.0},
     # Approve/reject on MTurk what the platform decided, for every batch with published HITs.
     "mturk-sync": {"task": "annotation.mturk_sync", "schedule": 300.0},
+    # Close the rounds whose work is all approved (the pages ask after each submit or review;
+    # this catches work that arrives without a page: MTurk's sync, a results import).
+    "close-complete-rounds": {"task": "mitl.close_complete_rounds", "schedule": 60.0},
     # Remove import uploads left behind by a web process killed mid-request.
     "clean-import-staging": {"task": "annotation.clean_import_staging", "schedule": 3600.0},
     # Send again the stages and imports whose worker was lost (annotation/task_leases.py).

@@ -12,6 +12,7 @@ from .views import (
     qualification,
     releases,
     review,
+    round_controls,
     wizard,
     work,
 )
@@ -20,6 +21,7 @@ app_name = "frontend"
 urlpatterns = [
     path("", pages.home, name="home"),
     path("batches/<int:batch_id>/", pages.batch_page, name="batch"),
+    path("batches/<int:batch_id>/controls/", round_controls.batch_control, name="batch-control"),
     path("batches/<int:batch_id>/bias/", bias.bias_page, name="batch-bias"),
     path("batches/<int:batch_id>/mturk/", mturk.mturk_batch, name="mturk-batch"),
     path("mturk/hits/<int:hit_id>/<str:signature>/", mturk.mturk_hit, name="mturk-hit"),

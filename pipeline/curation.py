@@ -47,6 +47,9 @@ from mitl.curation.policies import PolicySettings
 from mitl.curation.rankings import Pair, QueryRankings
 
 REPORT_KEY = "curation"  # in Batch.reports
+# In Batch.reports: the round after which an admin asked the batch to stop looping and
+# release (`pipeline.round_controls.rounds_finish_after`); absent: rounds go on as planned.
+FINISH_KEY = "finish_after_round"
 # Rounds stop once the unfound positives' upper bound falls below this share of those found.
 STOP_SHARE = 0.01
 MAX_ROUNDS = 100  # a guard: a round always spends at least one HIT of the budget
@@ -346,12 +349,16 @@ def _queries_most_remaining(
 def rounds_continue(*, batch: Batch, config: BatchConfig, report: Mapping[str, Any]) -> bool:
     """Say whether an adaptive batch runs another round after this aggregation.
 
-    It stops when the budget cannot buy one more HIT, when the last round got no approved
-    work (closed early, or nothing left to choose), after `MAX_ROUNDS`, or once the upper
-    95% bound of every direction's unfound positives is below `STOP_SHARE` of those found
-    (a small sample with no positive is no proof that none remain).
+    It stops when an admin asked it to finish after this round (`FINISH_KEY`), when the
+    budget cannot buy one more HIT, when the last round got no approved work (closed
+    early, or nothing left to choose), after `MAX_ROUNDS`, or once the upper 95% bound of
+    every direction's unfound positives is below `STOP_SHARE` of those found (a small
+    sample with no positive is no proof that none remain).
     """
     if not config.adaptive or batch.round + 1 >= MAX_ROUNDS:
+        return False
+    finish_after = batch.reports.get(FINISH_KEY)
+    if finish_after is not None and batch.round >= finish_after:
         return False
     if next_round_budget(batch=batch, config=config).hits == 0:
         return False

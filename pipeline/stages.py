@@ -8,7 +8,8 @@ lasts and positives seem to remain; `Batch.round` counts the rounds.
 
 `retrieving`, `pooling`, `building` and `aggregating` run by themselves (Celery tasks
 chain them); `annotating` waits for people (or the simulated crowd) and ends when every
-HIT has its approved assignments, or when an admin closes it early. A state names the
+HIT has its approved assignments (the pages and a periodic task then queue its close:
+`pipeline.tasks.annotation_close_check_queue`), or when an admin closes it early. A state names the
 stage that runs next; a failed stage keeps its state and records the error, so running
 it again resumes where it stopped. An admin may cancel a batch before it is released
 (`batch_cancel`); a cancelled batch runs nothing any more.

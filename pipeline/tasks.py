@@ -3,7 +3,8 @@
 The tasks are thin, idempotent and given ids: each runs one service (`pipeline.stages`),
 which returns what comes next (`StageNext`) instead of queueing it, and the task queues
 that here (`next_queue`). Callers above (`pipeline.launch`, the `batch_run` command, the
-API) queue through the functions here too.
+API, the pages' round controls) queue through the functions here too; the pages ask here
+whether the work they just stored completes a round (`annotation_close_check_queue`).
 
 A task queued inside a transaction would let a worker read the batch before its new state
 is saved, so every task goes out once the transaction commits (at once outside one).
@@ -14,13 +15,16 @@ in pipeline/leases.py): a lost worker's task is sent again, a duplicate does not
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 
 from celery import shared_task
 from django.db import OperationalError, transaction
 
 from annotation.faults import fault_pause
 from annotation.models import Batch, BatchState
+from annotation.rounds import batches_round_complete
 from annotation.task_leases import lease_held, task_queue
 from annotation.tasks import mturk_publish_queue
 from mitl.config import batch_config
@@ -34,6 +38,8 @@ from pipeline.stages import (
     stage_advance,
     state_of,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -85,6 +91,16 @@ def close_annotation(self, batch_id: int, force: bool = False) -> str:
         if held:
             next_queue(stage_advance(batch_id=batch_id, stage=BatchState.ANNOTATING, force=force))
     return state_of(batch_id)
+
+
+@shared_task(name="mitl.close_complete_rounds", ignore_result=True, time_limit=60)
+def close_complete_rounds() -> list[int]:
+    """Close every annotating round that has all its approved work (Celery beat, every minute).
+
+    For work that arrives without a page to ask (MTurk's sync, a results import on a
+    worker); the pages ask themselves (`annotation_close_check_queue`).
+    """
+    return complete_rounds_close_queue()
 
 
 AUTOPILOT_POLL_S = 2
@@ -157,6 +173,52 @@ def retrieval_chunks_queue(*, batch_id: int, chunks: Iterable[tuple[int, Sequenc
 def annotation_close_queue(*, batch_id: int, force: bool) -> None:
     """Queue `mitl.close_annotation` (early with `force`) once the transaction commits."""
     task_queue(close_annotation, [batch_id, force], close_lease(batch_id))
+
+
+def annotation_close_check_queue(*, batch_id: int) -> bool:
+    """Queue the close of the batch's round if it is annotating and has all its approved work.
+
+    Called by the pages after a submission, a review or an MTurk sync: one query, and the
+    close itself is idempotent (`mitl.close_annotation` without force does nothing while
+    work is missing or once the batch has moved on). True when a close was queued.
+    """
+    if not batches_round_complete(batch_ids=[batch_id]):
+        return False
+    failures_to_batch(partial(annotation_close_queue, batch_id=batch_id, force=False))
+    return True
+
+
+def complete_rounds_close_queue() -> list[int]:
+    """Queue the close of every annotating batch whose round has all its approved work.
+
+    A batch that carries an error is left to an admin (resume on its page): a close that
+    keeps failing is not sent again every minute.
+    """
+    complete = batches_round_complete()
+    failed = set(
+        Batch.objects.filter(pk__in=complete).exclude(error="").values_list("pk", flat=True)
+    )
+    closing = [batch_id for batch_id in complete if batch_id not in failed]
+    for batch_id in closing:
+        failures_to_batch(partial(annotation_close_queue, batch_id=batch_id, force=False))
+    return closing
+
+
+def failures_to_batch(queue: Callable[[], None]) -> None:
+    """Queue; with eager Celery, where the stages run right here, keep their failure to the
+    batch (the stage records it as `Batch.error`, and the page offers to resume) instead of
+    failing the submission or review that asked: that work is stored already."""
+    if not close_annotation.app.conf.task_always_eager:
+        queue()  # a broker that is down fails loudly
+        return
+
+    def run_logged() -> None:
+        try:
+            queue()  # after the commit: its own on_commit runs its task at once, in here
+        except Exception:
+            logger.exception("a stage run after closing a round failed; its batch records why")
+
+    transaction.on_commit(run_logged)
 
 
 def crowd_autopilot_queue(*, batch_id: int) -> None:

@@ -8,6 +8,7 @@ from django.shortcuts import render
 from annotation.human_work import batch_human_work
 from annotation.models import Batch, Dataset, ImportJob, Release
 from annotation.review_selectors import quality_overview
+from annotation.rounds import round_stall
 from annotation.selectors import batch_curation, batch_progress, dataset_rows
 
 from .access import staff_required
@@ -24,6 +25,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "progress": batch_progress(batch=batch),
             "curation": batch_curation(batch=batch),
             "work": batch_human_work(batch_id=batch.pk),
+            # Why an annotating batch waits (how much work is missing shows in its bars).
+            "stalls": [s for s in round_stall(batch=batch) if s.code != "missing"],
         }
         for batch in Batch.objects.select_related("dataset")
         .prefetch_related("progress")

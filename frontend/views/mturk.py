@@ -67,6 +67,7 @@ from annotation.mturk.wages import batch_wage_overview
 from annotation.review import assignment_review
 from annotation.selectors import hit_page_content
 from annotation.tasks import mturk_publish_queue, mturk_sync_queue
+from pipeline.tasks import annotation_close_check_queue
 
 from .access import staff_required
 from .instructions import mturk_instructions
@@ -293,6 +294,9 @@ def _sync(request: HttpRequest, batch: Batch) -> str:
     if not (batch.mturk or {}).get("environment"):
         raise MTurkError("Publish the batch first: there is nothing on MTurk to sync.")
     mturk_sync_queue(batch_id=batch.pk)
+    # With eager Celery the sync has run: its approvals may complete the round. On workers
+    # it runs later, and the periodic `mitl.close_complete_rounds` closes the round then.
+    annotation_close_check_queue(batch_id=batch.pk)
     return "Sync started: its report shows under “Last sync”."
 
 
@@ -312,6 +316,8 @@ def _review(request: HttpRequest, batch: Batch) -> str:
         feedback=request.POST.get("feedback", ""),
         reviewer=request.user,
     )
+    if approve:
+        annotation_close_check_queue(batch_id=batch.pk)
     verb = "approved" if approve else "rejected"
     return f"Assignment {assignment.external_id} {verb}; the next sync tells MTurk."
 

@@ -16,9 +16,11 @@ from annotation.models import Batch, Dataset, Release
 from annotation.mturk.links import instructions_image_path
 from annotation.mturk.wages import batch_wage_overview
 from annotation.qualification.selectors import qualification_summary
+from annotation.rounds import round_stall
 from annotation.selectors import batch_curation, batch_progress, diversity_rows
 from mitl.config import batch_config
 from pipeline.plan import batch_plan
+from pipeline.round_controls import round_controls_for
 
 from .access import staff_required
 
@@ -53,6 +55,8 @@ def batch_page(request: HttpRequest, batch_id: int) -> HttpResponse:
         "qualification": qualification_summary(batch=batch),
         "fair_pay": batch_wage_overview(batch=batch),
         "work": batch_human_work(batch_id=batch.pk),
+        "stalls": round_stall(batch=batch),
+        "controls": round_controls_for(batch=batch),
     }
     return render(request, "frontend/batch.html", context)
 

@@ -18,6 +18,7 @@ from annotation.review_selectors import (
     review_queue,
     worker_stats,
 )
+from pipeline.tasks import annotation_close_check_queue
 
 from .access import staff_required
 
@@ -57,6 +58,8 @@ def review_detail(request: HttpRequest, assignment_id: int) -> HttpResponse:
                 messages.error(request, str(exc))
             else:
                 messages.success(request, f"Assignment {assignment.pk} {decision}d.")
+                if decision == "approve":  # perhaps the round's last work: it then closes
+                    annotation_close_check_queue(batch_id=assignment.hit.batch_id)
                 return redirect("frontend:review")
     context = {"assignment": assignment, "rows": assignment_review_rows(assignment=assignment)}
     return render(request, "frontend/review_detail.html", context)

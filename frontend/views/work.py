@@ -14,8 +14,10 @@ from annotation.errors import ServiceError
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, AssignmentStatus, HITItem, Worker
 from annotation.qualification.selectors import qualification_rounds_for
+from annotation.rounds import round_waits_for_worker
 from annotation.selectors import hit_page_content, item_image_url
 from mitl.qualification import QualificationStatus
+from pipeline.tasks import complete_rounds_close_queue
 
 from .instructions import platform_instructions
 from .item_images import item_image_response
@@ -47,6 +49,9 @@ def work_next(request: HttpRequest) -> HttpResponse:
     worker = worker_for_user(user=request.user)
     try:
         assignment = hit_assign_next(worker=worker)
+        if assignment is None and complete_rounds_close_queue():
+            # A round was complete: it closes now, and its next round may bring HITs.
+            assignment = hit_assign_next(worker=worker)
     except ServiceError as exc:
         messages.error(request, str(exc))
         return redirect("frontend:work")
@@ -68,6 +73,10 @@ def _nothing_to_do(worker: Worker) -> str:
             f"The free HITs are in batches that need their qualification round first "
             f"({', '.join(waiting)}): take the qualification round below."
         )
+    waits = round_waits_for_worker(worker=worker)
+    if waits:
+        why = "; ".join(f"{wait.batch_name}: {wait.why}" for wait in waits)
+        return f"There is no HIT to do right now ({why}). Please come back later."
     return "There is no HIT to do right now. Please come back later."
 
 
