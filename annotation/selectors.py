@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from mitl.config import batch_config
 from mitl.costs import BatchEstimate, cost_estimate
+from mitl.curation.estimate import RECALL_TRUTH, recall_wording
 from mitl.hits import page_order
 from mitl.judgements import (
     LEVEL_LABELS,
@@ -84,8 +85,9 @@ def batch_curation(*, batch: Batch) -> dict[str, Any]:
         "round": batch.round,
         "budget_judgements": config.budget_judgements or None,
         "judgements_spent": report.get("judgements_spent"),
+        "recall_truth": RECALL_TRUTH,
         "estimates": {
-            direction: directions.get(direction, {}).get("estimate")
+            direction: _worded(directions.get(direction, {}).get("estimate"))
             for direction in ("i2t", "t2i")
             if direction in directions
         },
@@ -104,6 +106,14 @@ def batch_curation(*, batch: Batch) -> dict[str, Any]:
             for direction, values in directions.items()
         },
     }
+
+
+def _worded(estimate: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The stored estimate with what its recall counts and whether its interval is usable."""
+    if estimate is None:
+        return None
+    wording = recall_wording(recall_low=estimate["recall_low"], recall_high=estimate["recall_high"])
+    return {**estimate, "truth": wording.truth, "warning": wording.warning}
 
 
 def diversity_rows(report: dict[str, Any]) -> list[dict[str, Any]]:

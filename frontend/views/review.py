@@ -56,7 +56,8 @@ def review_detail(request: HttpRequest, assignment_id: int) -> HttpResponse:
             except ServiceError as exc:
                 messages.error(request, str(exc))
             else:
-                messages.success(request, f"Assignment {assignment.pk} {decision}d.")
+                done = "approved" if decision == "approve" else "rejected"
+                messages.success(request, f"Assignment {assignment.pk} {done}.")
                 return redirect("frontend:review")
     context = {"assignment": assignment, "rows": assignment_review_rows(assignment=assignment)}
     return render(request, "frontend/review_detail.html", context)

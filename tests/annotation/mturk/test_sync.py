@@ -152,7 +152,7 @@ def test_a_hit_that_no_longer_exists_is_reported_and_the_others_synced(
     report = mturk_sync(batch=annotating_batch, client=client)
     stub.assert_no_pending_responses()
     assert report.problems == [
-        f"HIT 0 ({h0.external_id}): MTurk ListAssignmentsForHIT failed (RequestError): "
+        f"HIT {h0.pk} ({h0.external_id}): MTurk ListAssignmentsForHIT failed (RequestError): "
         f"Hit {h0.external_id} does not exist. (1700000000000)"
     ]
     assert report.approved == ["3A11"]
