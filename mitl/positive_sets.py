@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
