@@ -70,7 +70,10 @@ class Command(BaseCommand):
             )
         else:
             out.write(f"Plan of batch {batch.pk}, from its rankings and {source}.")
-        out.write(f"Fixed judges every annotator's top k once: {plan.fixed_judgements} judgements.")
+        if plan.fixed_judgements:
+            out.write(
+                f"Fixed judges every annotator's top k once: {plan.fixed_judgements} judgements."
+            )
         if plan.empty:
             out.write(plan.empty)
         else:
