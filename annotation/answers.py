@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from mitl.judgements import OTHER_TEXT_MAX, SHORTCOMINGS, WRONG_CONCEPTS, Level
 
+from .models import AssignmentStatus
 from .submissions import AnswerInput, SubmissionResult, answers_from_rows
 
 
@@ -40,11 +41,33 @@ def answer_inputs(validated: dict[str, Any]) -> list[AnswerInput]:
 
 
 def submission_summary(result: SubmissionResult) -> dict[str, Any]:
-    """Say what was stored: status, whether this call stored it, and the golden result."""
+    """Say what was stored: status, whether this call stored it, the golden result, and a
+    sentence for the worker (`submission_message`)."""
+    status, golden_passed = result.assignment.status, result.assignment.golden_passed
     return {
         "assignment": result.assignment.pk,
-        "status": result.assignment.status,
+        "status": status,
         "created": result.created,
         "judgements": len(result.judgements),
-        "golden_passed": result.assignment.golden_passed,
+        "golden_passed": golden_passed,
+        "message": submission_message(status=status, golden_passed=golden_passed),
     }
+
+
+CHECK_MISSED = "a check pair was answered differently from its known answer"
+
+
+def submission_message(*, status: str, golden_passed: bool | None) -> str:
+    """Tell the worker plainly what became of a submitted HIT.
+
+    Never which pair was the check: a worker who learns that could answer it alone.
+    """
+    if status == AssignmentStatus.APPROVED:
+        return "Submitted and approved. Thank you!"
+    if status == AssignmentStatus.REJECTED:
+        return f"Submitted, but not accepted: {CHECK_MISSED}. My work says more."
+    if status == AssignmentStatus.SUBMITTED and golden_passed is False:
+        return f"Submitted; it waits for a review because {CHECK_MISSED}."
+    if status == AssignmentStatus.SUBMITTED:
+        return "Submitted; it waits for a review."
+    return f"Submitted ({status})."

@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from mitl.config import batch_config
 from mitl.costs import BatchEstimate, cost_estimate
+from mitl.curation.estimate import RECALL_TRUTH, recall_wording
 from mitl.hits import page_order
 from mitl.judgements import (
     LEVEL_LABELS,
@@ -101,8 +102,9 @@ def batch_curation(*, batch: Batch) -> dict[str, Any]:
         "budget_judgements": config.budget_judgements or None,
         # Live, as the budget counts it: the report's figure is that of the last aggregation.
         "judgements_spent": judgements_spent(batch_id=batch.pk, items_per_hit=config.items_per_hit),
+        "recall_truth": RECALL_TRUTH,
         "estimates": {
-            direction: directions.get(direction, {}).get("estimate")
+            direction: _worded(directions.get(direction, {}).get("estimate"))
             for direction in ("i2t", "t2i")
             if direction in directions
         },
@@ -121,6 +123,14 @@ def batch_curation(*, batch: Batch) -> dict[str, Any]:
             for direction, values in directions.items()
         },
     }
+
+
+def _worded(estimate: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The stored estimate with what its recall counts and whether its interval is usable."""
+    if estimate is None:
+        return None
+    wording = recall_wording(recall_low=estimate["recall_low"], recall_high=estimate["recall_high"])
+    return {**estimate, "truth": wording.truth, "warning": wording.warning}
 
 
 def diversity_rows(report: dict[str, Any]) -> list[dict[str, Any]]:

@@ -211,7 +211,14 @@ class PositiveSetSerializer(serializers.ModelSerializer):
     )
     query_counts = serializers.SerializerMethodField(
         help_text="How many image (i2t) and caption (t2i) queries the set names; null when it "
-        "covers the whole dataset."
+        "records none (`covers` says what it covers then)."
+    )
+    covers = serializers.CharField(
+        source="coverage",
+        read_only=True,
+        help_text="Which queries the set covers, in words: its query counts; for a set that "
+        "records none, every image and caption (the original set), the queries of its batch "
+        "(human-verified), or 'queries not recorded' (an import that named none).",
     )
 
     class Meta:
@@ -224,6 +231,7 @@ class PositiveSetSerializer(serializers.ModelSerializer):
             "description",
             "pairs",
             "query_counts",
+            "covers",
             "created_at",
         ]
 

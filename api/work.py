@@ -52,6 +52,10 @@ class SubmitResultSerializer(serializers.Serializer):
     created = serializers.BooleanField(help_text="False when this repeats a stored submission.")
     judgements = serializers.IntegerField()
     golden_passed = serializers.BooleanField(allow_null=True)
+    message = serializers.CharField(
+        help_text="What became of the HIT, in a sentence for the worker (never which pair "
+        "was a check)."
+    )
     next = serializers.CharField(help_text="The page to go to next.")
     next_assignment = AssignmentPageSerializer(
         required=False,

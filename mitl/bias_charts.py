@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 LEVEL_COLORS = {"yes": "#1a9850", "weak_yes": "#a6d96a", "weak_no": "#fdae61", "no": "#d73027"}
+LEGEND_INCHES = 0.35  # the answer legend's row above the bars
 DIRECTION_TITLES = {
     "t2i": "Text-to-image (caption queries)",
     "i2t": "Image-to-text (image queries)",
@@ -25,7 +26,8 @@ def stacked_bars_svg(
     """Draw one horizontal bar per row, split into the answer shares (%)."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7.5, 0.45 * max(len(rows), 1) + 1.4))
+    height = 0.45 * max(len(rows), 1) + 1.4
+    figure = Figure(figsize=(7.5, height))
     axes = figure.add_subplot()
     names = [name for name, _ in rows]
     left = [0.0] * len(rows)
@@ -43,8 +45,11 @@ def stacked_bars_svg(
     axes.set_xlim(0, 100)
     axes.set_xlabel("share of judgements (%)")
     axes.set_ylabel(label)
-    axes.legend(ncol=len(levels), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-    figure.tight_layout()
+    # Centred on the figure, not on the axes: long row names push the axes to the right,
+    # and a legend centred on them ran off the edge ("100% NO" read "100%").
+    handles, labels = axes.get_legend_handles_labels()
+    figure.legend(handles, labels, ncol=len(levels), loc="upper center", frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 1 - LEGEND_INCHES / height))
     return _svg(figure)
 
 

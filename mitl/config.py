@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Protocol
 
 from .aggregation import RULES as AGGREGATION_RULES  # eccv, strict, graded, dawid_skene
@@ -293,6 +293,26 @@ class HasConfig(Protocol):
     """Anything that stores a raw batch configuration (a `Batch` row, for one)."""
 
     config: Mapping[str, Any]
+
+
+def budgetless(raw: Any) -> bool:
+    """Say whether a raw config is adaptive but names no budget (enough to plan budgets)."""
+    return (
+        isinstance(raw, Mapping)
+        and raw.get("strategy") == "adaptive"
+        and not raw.get("budget_judgements")
+    )
+
+
+def parse_planning_config(raw: Mapping[str, Any]) -> BatchConfig:
+    """Parse a config whose budgets are to be compared: an adaptive one may leave it out.
+
+    Everything else is checked as `parse_batch_config` does; the budget comes back as 0.
+    """
+    if not budgetless(raw):
+        return parse_batch_config(raw)
+    most = _INT_RANGES["budget_judgements"][1]  # passes the adaptive checks, then is dropped
+    return replace(parse_batch_config({**raw, "budget_judgements": most}), budget_judgements=0)
 
 
 def batch_config(batch: HasConfig) -> BatchConfig:

@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .curation.estimate import RECALL_TRUTH, recall_wording
 from .qrels import GRADE_THRESHOLDS, TOP_GRADE, proxy_qrels_file
 from .release_files import (
     I2T_FILE,
@@ -139,15 +140,15 @@ def _completeness(stats: Mapping[str, Any]) -> str:
         "|---|---|---|---|",
     ]
     for direction, e in sorted(estimates.items()):
+        warning = recall_wording(recall_low=e["recall_low"], recall_high=e["recall_high"]).warning
         lines.append(
             f"| {direction} | {e['found']} | {e['unfound']:.0f} ({e['unfound_low']:.0f}–"
             f"{e['unfound_high']:.0f}) | {e['recall']:.3f} ({e['recall_low']:.3f}–"
-            f"{e['recall_high']:.3f}) |"
+            f"{e['recall_high']:.3f}){f': {warning}' if warning else ''} |"
         )
     lines.append(
-        "\nEstimated from a stratified random sample of the pairs left unjudged, judged by "
-        "the same crowd (inverse-probability weights); it takes the crowd's verdicts as the "
-        "truth over the queries of the batch.\n"
+        f"\nEstimated recall: {RECALL_TRUTH}. Estimated from a stratified random sample of "
+        "the pairs left unjudged, judged by the same crowd (inverse-probability weights).\n"
     )
     return "\n".join(lines)
 

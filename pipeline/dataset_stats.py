@@ -32,7 +32,7 @@ def dataset_stats_compute(*, dataset: Dataset, queries_from: str | None = None) 
     """Compute the statistics of every positive set of `dataset`.
 
     The query subset is the `queries` of the set named `queries_from`, or every image and
-    every valid caption when it is None or the set covers the whole dataset.
+    every valid caption when it is None or the set records no queries.
     """
     rows = list(PositiveSet.objects.filter(dataset=dataset).order_by("pk"))
     if not rows:

@@ -158,8 +158,8 @@ def _set_queries(dataset: Dataset, set_name: str) -> tuple[list[int], list[int]]
     declared = positive_set.queries or {}
     if not declared.get("i2t") and not declared.get("t2i"):
         raise ServiceError(
-            f"`queries_from`: positive set {set_name!r} covers the whole dataset and declares "
-            "no queries; name an imported set such as eccv",
+            f"`queries_from`: positive set {set_name!r} records no queries (it covers "
+            f"{positive_set.coverage}); name an imported set that does, such as eccv",
             field="queries_from",
         )
     return [int(i) for i in declared.get("i2t", [])], [int(c) for c in declared.get("t2i", [])]

@@ -29,6 +29,7 @@ from mitl.curation.planner import (
     fixed_pairs,
     pair_chances,
     plan_chart_svg,
+    plan_empty_reason,
     plan_points,
     slot_rankings,
 )
@@ -49,11 +50,18 @@ class Plan:
     history: list[int]  # earlier batches whose verdicts gave the yields
     tail_rate: float | None
 
+    @property
+    def empty(self) -> str | None:
+        """Why there is nothing to chart (None when there is)."""
+        return plan_empty_reason(self.points, self.fixed_judgements)
+
     def chart_svg(self) -> str:
-        return plan_chart_svg(self.points)
+        """The chart, or "" when the plan is empty (pages show `empty` instead)."""
+        return "" if self.empty else plan_chart_svg(self.points)
 
     def to_json(self) -> dict:
         return {
+            "empty": self.empty,
             "fixed_judgements": self.fixed_judgements,
             "history_batches": self.history,
             "tail_rate": self.tail_rate,

@@ -89,6 +89,7 @@ class BatchStageProgress(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "batch stage progress"  # not Django's "progresss"
         constraints = [
             models.UniqueConstraint(fields=["batch", "stage"], name="progress_unique_stage"),
         ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from mitl.positive_sets import positive_set_coverage
+
 FILE_NAME_MAX = 500  # stored as images/<dataset>/<file_name>
 
 
@@ -119,7 +121,8 @@ class PositiveSet(models.Model):
         default=dict,
         blank=True,
         help_text="The queries an imported set covers: {'i2t': [image ids], 't2i': [caption "
-        "ids]} (the keys of its ECCV-format files); empty when it covers the whole dataset.",
+        "ids]} (the keys of its ECCV-format files); empty when it records none (the original "
+        "set: every image and caption; a human-verified set: its batch's queries).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -134,6 +137,11 @@ class PositiveSet(models.Model):
 
     def __str__(self) -> str:
         return f"{self.dataset.name}/{self.name}"
+
+    @property
+    def coverage(self) -> str:
+        """Which queries the set covers, in words (`mitl.positive_sets.positive_set_coverage`)."""
+        return positive_set_coverage(source=self.source, queries=self.queries)
 
 
 class PositivePair(models.Model):

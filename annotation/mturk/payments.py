@@ -151,7 +151,7 @@ def _hits_expiration(*, batch: Batch, until: datetime, client: Any, now: datetim
             mturk_call(client, "update_expiration_for_hit", HITId=hit.external_id, ExpireAt=until)
             changed += 1
         except MTurkError as exc:
-            problems.append(f"HIT {hit.index} ({hit.external_id}): {exc}")
+            problems.append(f"HIT {hit.pk} ({hit.external_id}): {exc}")
 
     def store(state: dict[str, Any]) -> None:
         state["expires_at"] = now_iso(max(until, now) if until != EXPIRED_AT else now)

@@ -136,6 +136,17 @@ def mturk_publish(
     return result
 
 
+def mturk_publish_check(*, batch: Batch, production: bool) -> None:
+    """Refuse now, without calling MTurk, what the queued publication would refuse.
+
+    The batch's state and HITs, the public base URL the HIT pages need, the HIT settings:
+    the admin page checks them before it queues the publication, so a missing
+    MTURK_EXTERNAL_BASE_URL is an error message there, not a report line later.
+    """
+    _hits_publishable(batch, environment=PRODUCTION if production else SANDBOX)
+    _publication_target(batch, base_url=None, production=production)
+
+
 def _hits_publishable(batch: Batch, *, environment: str) -> list[HIT]:
     """Return the batch's HITs in order, or refuse a batch that cannot go to `environment`."""
     if batch.state != BatchState.ANNOTATING:
@@ -304,7 +315,7 @@ def _hits_create(
             continue
         group_id = group_id or created.get("HITGroupId", "")
         result.created += 1
-        logger.info("batch %s: HIT %s published as %s", batch.pk, hit.index, created["HITId"])
+        logger.info("batch %s: HIT %s published as %s", batch.pk, hit.pk, created["HITId"])
         if progress:
             progress(done, len(todo))
     return group_id

@@ -69,7 +69,7 @@ def rejected_repost(run: SyncRun, hit: HIT, state: dict[str, Any]) -> dict[str, 
                 UniqueRequestToken=request_token("mitl-replace", aid),
             )
         except MTurkError as exc:
-            run.report.problems.append(f"re-posting HIT {hit.index} for {aid}: {exc}")
+            run.report.problems.append(f"re-posting HIT {hit.pk} for {aid}: {exc}")
             continue
         run.report.replaced.append(aid)
         state = state_update(batch.pk, partial(_mark_replaced, aid=aid, hit=hit, extra=1))

@@ -81,7 +81,7 @@ def _hit_sync(
             )
         )
     except MTurkError as exc:
-        report.problems.append(f"HIT {hit.index} ({hit.external_id}): {exc}")
+        report.problems.append(f"HIT {hit.pk} ({hit.external_id}): {exc}")
         return state
     state = hit_assignments_sync(run, hit, remote)
     if replace_rejected:

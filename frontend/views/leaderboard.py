@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
 from annotation.errors import ServiceError
@@ -33,8 +34,11 @@ class RankingsUploadForm(forms.Form):
     model_name = forms.CharField(max_length=MODEL_NAME_MAX, label="Model name")
     rankings = forms.FileField(
         label="Rankings (JSON)",
-        help_text='{"i2t": {"<image id>": [caption ids, best first]}, "t2i": {"<caption id>": '
-        "[image ids, best first]}}, every query of the release ranked; at most 50 MB.",
+        # Escaped: Django renders help text as HTML, where <image id> would be a tag.
+        help_text=escape(
+            '{"i2t": {"<image id>": [caption ids, best first]}, "t2i": {"<caption id>": '
+            "[image ids, best first]}}, every query of the release ranked; at most 50 MB."
+        ),
     )
 
     def clean_rankings(self) -> RankingsByDirection:

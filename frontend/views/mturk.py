@@ -55,6 +55,7 @@ from annotation.mturk.protocol import (
     SUBMIT_HOSTS,
     submit_url,
 )
+from annotation.mturk.publish import mturk_publish_check
 from annotation.mturk.qualification import (
     mturk_qualification_grant,
     mturk_qualification_overview,
@@ -285,6 +286,7 @@ def _publish(request: HttpRequest, batch: Batch) -> str:
             f"Publishing on production pays real workers: type {PRODUCTION_CONFIRMATION} in "
             "the confirmation box to go ahead."
         )
+    mturk_publish_check(batch=batch, production=production)  # an error here, not a report
     mturk_publish_queue(batch_id=batch.pk, production=production)
     where = "production" if production else "the sandbox"
     return f"Publishing on {where}: the outcome shows under “Last publish”."

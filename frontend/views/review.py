@@ -57,7 +57,8 @@ def review_detail(request: HttpRequest, assignment_id: int) -> HttpResponse:
             except ServiceError as exc:
                 messages.error(request, str(exc))
             else:
-                messages.success(request, f"Assignment {assignment.pk} {decision}d.")
+                done = "approved" if decision == "approve" else "rejected"
+                messages.success(request, f"Assignment {assignment.pk} {done}.")
                 if decision == "approve":  # perhaps the round's last work: it then closes
                     annotation_close_check_queue(batch_id=assignment.hit.batch_id)
                 return redirect("frontend:review")

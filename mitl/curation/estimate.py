@@ -42,6 +42,13 @@ TOP_RANK = 10  # best rank (over annotators) of the `top` stratum: positives cro
 # Before any sample: a guess, used only to split the first sample over the strata.
 PRIOR_RATES = {"top": 0.3, "ranked": 0.1, "tail": 0.02}
 Z_95 = 1.959964
+# What every page says the estimated recall counts (the estimate's own assumption).
+RECALL_TRUTH = (
+    "measured against the crowd's verdicts and the known positives on the batch's queries "
+    "(found ÷ found and estimated still missing)"
+)
+# A 95% recall interval wider than this cannot tell a near-complete release from a poor one.
+RECALL_TOO_WIDE = 0.5
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,29 @@ class RemainingEstimate:
             "recall_high": round(self.recall_high, 4),
             "rounds_used": self.rounds_used,
         }
+
+
+@dataclass(frozen=True)
+class RecallWording:
+    """What an estimated recall counts, and why its interval cannot be acted on ("" if it can)."""
+
+    truth: str
+    warning: str
+
+    def sentence(self) -> str:
+        return f"{self.truth}; {self.warning}" if self.warning else self.truth
+
+
+def recall_wording(*, recall_low: float, recall_high: float) -> RecallWording:
+    """Say against which truth the recall is measured and whether its interval is usable.
+
+    Every page that shows the estimate (batch page, dashboard, datasheet, demo summary)
+    takes its words from here, so they all say the same.
+    """
+    warning = ""
+    if recall_high - recall_low > RECALL_TOO_WIDE:
+        warning = "interval too wide to act on: judge more random pairs"
+    return RecallWording(truth=RECALL_TRUTH, warning=warning)
 
 
 def _recall(found: int, unfound: float) -> float:

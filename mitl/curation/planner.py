@@ -167,6 +167,25 @@ def plan_points(
     return points
 
 
+def plan_empty_reason(points: Sequence[PlanPoint], fixed_judgements: int) -> str | None:
+    """Say why a plan has nothing to chart, or None when some budget finds positives.
+
+    An empty chart would draw a meaningless axis (−0.04…0.04) and "fixed judges every
+    annotator's top k once for 0 judgements": a sentence says what is going on instead.
+    """
+    if not fixed_judgements and not any(p.pairs for p in points):
+        return (
+            "Nothing to plan: no ranked pair is left to judge (every pair the annotators "
+            "rank is judged or known already), so no budget buys anything."
+        )
+    if not any(p.positives > 0 for p in points):
+        return (
+            "No chart: no budget is predicted to find a positive (the yields these "
+            "predictions start from are all zero)."
+        )
+    return None
+
+
 def plan_chart_svg(points: Sequence[PlanPoint]) -> str:
     """Predicted positives against budget, one line per strategy (inline SVG)."""
     # Here: matplotlib is slow to import, so only while a chart is drawn (as in bias_charts).

@@ -98,18 +98,31 @@ def plan_for(assignment: Assignment, wrong_golden: bool = False) -> list[str]:
     return plan
 
 
-def answer_with_keyboard(page, plan: list[str]) -> None:
+def answer_with_keyboard(page, plan: list[str], *, submit: bool = True) -> None:
+    """Answer every pair with the keyboard; with `submit`, Enter then submits the HIT.
+
+    After an extreme answer on the last pair Submit has the focus, and Enter presses it;
+    a middle answer's Enter on the last pair submits at once. Without `submit` that last
+    Enter is left out: every pair is answered, nothing is sent.
+    """
     total = len(plan)
     for index, answer in enumerate(plan):
-        for key in KEYS[answer]:
+        keys = KEYS[answer]
+        last = index + 1 == total
+        if last and not submit and keys[-1] == "Enter":
+            keys = keys[:-1]
+        for key in keys:
             page.keyboard.press(key)
-        if index + 1 < total:  # wait for the page to move on before the next key
+        if not last:  # wait for the page to move on before the next key
             page.locator("#progress-text").get_by_text(f"{index + 2} / {total}").wait_for()
-    page.locator("#submit:focus").wait_for()  # after the last pair, Submit has the focus
+    if KEYS[plan[-1]][-1] != "Enter":
+        page.locator("#submit:focus").wait_for()  # after the last pair, Submit has the focus
+        if submit:
+            page.keyboard.press("Enter")
 
 
 def submitted(page) -> None:
-    page.get_by_text("HIT submitted").wait_for()
+    page.locator("#status").get_by_text("Submitted").wait_for()
 
 
 def test_an_annotator_completes_whole_hits_with_the_keyboard_only(
@@ -125,7 +138,6 @@ def test_an_annotator_completes_whole_hits_with_the_keyboard_only(
         if round_ == 0:
             page.screenshot(path=screenshots_dir / "hit_page_wide.png")
         answer_with_keyboard(page, plan)
-        page.keyboard.press("Enter")
         submitted(page)
         seconds.append(time.perf_counter() - started)
         if round_ == 0:
@@ -210,6 +222,23 @@ def test_a_batch_without_follow_ups_moves_on_after_a_middle_answer(
     assert page.locator(".followups").count() == 0
 
 
+def test_enter_on_the_last_pair_submits_once_every_pair_is_answered(
+    new_page, users, annotating_batch
+):
+    page = new_page()
+    log_in_with_keyboard(page, "ann")
+    assignment = open_next_hit_with_keyboard(page)
+    answer_with_keyboard(page, plan_for(assignment), submit=False)
+    assert Assignment.objects.get(pk=assignment.pk).status == "accepted"
+    page.locator(".pair:not([hidden])").focus()  # the last pair, answered
+
+    page.keyboard.press("Enter")  # the README: Enter goes on, and submits after the last
+
+    submitted(page)
+    assert page.locator("#status").inner_text() == "Submitted and approved. Thank you!"
+    assert Assignment.objects.get(pk=assignment.pk).status == "approved"
+
+
 def test_a_submit_sent_twice_is_stored_once(new_page, users, annotating_batch):
     page = new_page()
     log_in_with_keyboard(page, "ann")
@@ -223,7 +252,7 @@ def test_a_submit_sent_twice_is_stored_once(new_page, users, annotating_batch):
         route.fulfill(response=response)
 
     page.route("**/api/assignments/*/submit/", deliver_twice)
-    answer_with_keyboard(page, plan_for(assignment))
+    answer_with_keyboard(page, plan_for(assignment), submit=False)
     page.locator("#submit").dblclick()  # and the person double-clicks
     submitted(page)
     assert deliveries == [201, 200]
@@ -238,15 +267,21 @@ def test_an_admin_approves_flagged_work_in_the_review_queue(
     log_in_with_keyboard(page, "ann")
     assignment = open_next_hit_with_keyboard(page)
     answer_with_keyboard(page, plan_for(assignment, wrong_golden=True))
-    page.keyboard.press("Enter")
     submitted(page)
     assignment.refresh_from_db()
     assert (assignment.status, assignment.flagged) == ("submitted", True)
+    # What happened, plainly, and never which pair was the check.
+    assert page.locator("#status").inner_text() == (
+        "Submitted; it waits for a review because a check pair was answered differently "
+        "from its known answer."
+    )
 
     admin = new_page()
     log_in_with_keyboard(admin, "admin")
     admin.goto("/review/")
     row = admin.locator("#review-queue tbody tr", has_text=str(assignment.worker))
+    # The HIT number the worker saw (the page's title) is the one the queue shows.
+    assert f"HIT {assignment.hit_id}" in row.inner_text()
     admin.screenshot(path=screenshots_dir / "review_queue.png", full_page=True)
     row.get_by_role("link", name="Review").click()
     admin.get_by_text("a NO (known mismatch): wrong").wait_for()

@@ -68,8 +68,7 @@ def test_instructions_open_on_the_first_hit_and_come_back_with_the_help_key(
     page.locator(".pair:focus").wait_for()  # the focus is back on the pair
 
     assignment = Assignment.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))
-    answer_with_keyboard(page, plan_for(assignment))
-    page.keyboard.press("Enter")
+    answer_with_keyboard(page, plan_for(assignment))  # and Enter submits
     submitted(page)
 
     # The second HIT with the same version: closed, one key away.

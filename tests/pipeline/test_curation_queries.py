@@ -82,7 +82,7 @@ def test_queries_from_takes_a_positive_sets_declared_queries(dataset, annotators
             dataset=dataset, name="x", raw_config={**small_config, "queries_from": "cxc"}
         )
     assert unknown.value.field == "queries_from"
-    with pytest.raises(ServiceError, match="covers the whole dataset"):
+    with pytest.raises(ServiceError, match=r"records no queries \(it covers every image"):
         batch_create_with_queries(
             dataset=dataset, name="x", raw_config={**small_config, "queries_from": "original"}
         )

@@ -99,7 +99,7 @@ function choose(pair, level) {
   if (followupsOn && middleLevels.has(level)) {
     pair.querySelector(".followups input").focus();
   } else {
-    setTimeout(advance, ADVANCE_DELAY_MS);
+    setTimeout(() => advance(false), ADVANCE_DELAY_MS);
   }
 }
 
@@ -109,8 +109,11 @@ function afterChange(pair) {
   refreshProgress();
 }
 
-/** Go to the next pair, or to the submit button after the last one; refuse while incomplete. */
-function advance() {
+/**
+ * Go to the next pair; after the last one, submit (Enter: `submitAtEnd`) or put the focus on
+ * the submit button (an answer that moves on by itself); refuse while a pair is incomplete.
+ */
+function advance(submitAtEnd) {
   if (preview) return show(current + 1); // nothing to answer yet: just look through
   const pair = pairs[current];
   const problem = problemOf(pair);
@@ -126,6 +129,8 @@ function advance() {
   if (firstOpen >= 0) {
     show(firstOpen);
     complain(pairs[firstOpen], problemOf(pairs[firstOpen]));
+  } else if (submitAtEnd) {
+    submit();
   } else {
     submitButton.focus();
   }
@@ -191,7 +196,7 @@ async function submit() {
       return;
     }
     submitted = true;
-    statusLine.textContent = `Thank you: HIT submitted (${body.status}).`;
+    statusLine.textContent = body.message ?? `HIT submitted (${body.status}).`;
     root.dispatchEvent(new CustomEvent("hit:submitted", { detail: body, bubbles: true }));
     offerNextHit();
   } catch (error) {
@@ -236,7 +241,7 @@ document.addEventListener(
     if (typingInText(event.target)) {
       if (event.key === "Enter") {
         event.preventDefault();
-        advance();
+        advance(true);
       }
       return;
     }
@@ -251,7 +256,7 @@ document.addEventListener(
       show(current - 1);
     } else if (event.key === "Enter" && enterIsOurs(event.target)) {
       event.preventDefault();
-      advance();
+      advance(true);
     }
   },
   true,

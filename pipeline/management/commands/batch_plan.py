@@ -3,13 +3,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchState, Dataset
-from mitl.config import ConfigError, batch_config
+from mitl.config import ConfigError, batch_config, budgetless, parse_planning_config
 from pipeline.launch import batch_create_with_queries
-from pipeline.plan import batch_plan
+from pipeline.plan import Plan, batch_plan, config_plan
 from pipeline.stages import batch_run_until
 
 
@@ -20,7 +20,8 @@ class Command(BaseCommand):
         "strategy, from the annotators' rankings and the yields of earlier batches on the "
         "dataset (docs/curation.md). Creates the batch from --config and runs its retrieval "
         "only (machines, no crowd), or plans an existing batch with --batch; the batch then "
-        "waits: `batch_run ID` goes on."
+        "waits: `batch_run ID` goes on. An adaptive config without `budget_judgements` is "
+        "planned before retrieval instead (as the wizard does), and no batch is created."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -37,41 +38,71 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: object) -> None:
         budgets = _budgets(options["budget"])
-        batch = _batch(options)
+        raw = None if options["batch"] is not None else _raw_config(options)
+        if budgetless(raw):
+            self._report(_config_plan(options, raw, budgets), None, options)
+            return
+        batch = _batch(options, raw)
         try:
             plan = batch_plan(batch=batch, config=batch_config(batch), budgets=budgets)
         except ServiceError as exc:
             raise CommandError(str(exc)) from exc
-        if options["chart"]:
+        self._report(plan, batch, options)
+
+    def _report(self, plan: Plan, batch: Batch | None, options: dict) -> None:
+        """Write the chart, then the plan as JSON or as a table with what comes next."""
+        out = self.stdout
+        if options["chart"] and not plan.empty:
             options["chart"].write_text(plan.chart_svg(), encoding="utf-8")
         if options["json"]:
-            self.stdout.write(json.dumps({"batch": batch.pk, **plan.to_json()}, indent=2))
+            out.write(json.dumps({"batch": batch and batch.pk, **plan.to_json()}, indent=2))
             return
-        out = self.stdout
         source = (
             f"yields of batches {', '.join(map(str, plan.history))}"
             if plan.history
             else "a generic prior (no earlier batch on this dataset has verdicts)"
         )
-        out.write(f"Plan of batch {batch.pk}, from its rankings and {source}.")
-        out.write(f"Fixed judges every annotator's top k once: {plan.fixed_judgements} judgements.")
-        out.write(
-            f"{'budget':>8}  {'strategy':<9}{'judgements':>11}{'pairs':>8}{'positives':>11}"
-            f"{'recall':>8}"
-        )
-        for point in plan.points:
-            recall = "-" if point.recall is None else f"{point.recall:.3f}"
+        if batch is None:
             out.write(
-                f"{point.budget:>8}  {point.strategy:<9}{point.judgements:>11}{point.pairs:>8}"
-                f"{point.positives:>11.0f}{recall:>8}"
+                f"Plan of {options['config']} before retrieval, from each annotator's rank "
+                f"slots and {source}: the config names no `budget_judgements`, so no batch "
+                "is created, and fixed's figures are upper bounds (overlaps are not known yet)."
             )
+        else:
+            out.write(f"Plan of batch {batch.pk}, from its rankings and {source}.")
+        if plan.fixed_judgements:
+            out.write(
+                f"Fixed judges every annotator's top k once: {plan.fixed_judgements} judgements."
+            )
+        if plan.empty:
+            out.write(plan.empty)
+        else:
+            _table(out, plan)
         if plan.tail_rate is None:
             out.write(
                 "Recall: no earlier adaptive batch sampled the pairs nobody ranks, so the "
                 "positives there are unknown."
             )
-        if batch.state != BatchState.RELEASED:
+        if batch is None:
+            out.write(
+                "Add the budget you choose to the config as `budget_judgements`: then "
+                "`batch_plan` plans it from the rankings, and `batch_create` creates it."
+            )
+        elif batch.state != BatchState.RELEASED:
             out.write(f"Batch {batch.pk} is {batch.state}: `batch_run {batch.pk}` goes on.")
+
+
+def _table(out: OutputWrapper, plan: Plan) -> None:
+    out.write(
+        f"{'budget':>8}  {'strategy':<9}{'judgements':>11}{'pairs':>8}{'positives':>11}"
+        f"{'recall':>8}"
+    )
+    for point in plan.points:
+        recall = "-" if point.recall is None else f"{point.recall:.3f}"
+        out.write(
+            f"{point.budget:>8}  {point.strategy:<9}{point.judgements:>11}{point.pairs:>8}"
+            f"{point.positives:>11.0f}{recall:>8}"
+        )
 
 
 def _budgets(text: str) -> list[int]:
@@ -86,25 +117,46 @@ def _budgets(text: str) -> list[int]:
     return budgets
 
 
-def _batch(options: dict) -> Batch:
+def _raw_config(options: dict) -> dict | None:
+    """The --config file's JSON (None without --config)."""
+    path: Path | None = options["config"]
+    if path is None:
+        return None
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot read ({exc.strerror})") from exc
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
+
+
+def _dataset(options: dict) -> Dataset:
+    if not options["dataset"] or not options["config"]:
+        raise CommandError("name a DATASET with --config FILE, or an existing --batch ID")
+    dataset = Dataset.objects.filter(name=options["dataset"]).first()
+    if dataset is None:
+        raise CommandError(f"no dataset named {options['dataset']!r}")
+    return dataset
+
+
+def _config_plan(options: dict, raw: dict, budgets: list[int]) -> Plan:
+    """Plan a config that names no budget before retrieval: nothing is created."""
+    dataset = _dataset(options)
+    try:
+        return config_plan(dataset=dataset, config=parse_planning_config(raw), budgets=budgets)
+    except (ConfigError, ServiceError) as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _batch(options: dict, raw: dict | None) -> Batch:
     """The batch to plan: an existing one, or a new one from --config with its retrieval run."""
     if options["batch"] is not None:
         batch = Batch.objects.select_related("dataset").filter(pk=options["batch"]).first()
         if batch is None:
             raise CommandError(f"no batch {options['batch']}")
         return batch
-    if not options["dataset"] or not options["config"]:
-        raise CommandError("name a DATASET with --config FILE, or an existing --batch ID")
-    dataset = Dataset.objects.filter(name=options["dataset"]).first()
-    if dataset is None:
-        raise CommandError(f"no dataset named {options['dataset']!r}")
+    dataset = _dataset(options)
     path: Path = options["config"]
-    try:
-        raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise CommandError(f"{path}: cannot read ({exc.strerror})") from exc
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
     try:
         batch = batch_create_with_queries(dataset=dataset, name=f"plan {path.stem}", raw_config=raw)
         batch_run_until(batch_id=batch.pk, until=BatchState.POOLING)  # retrieval only

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from mitl.curation.estimate import recall_wording
 from pipeline.demo import DEMO_BUDGET, DEMO_PASSWORD, DemoSummary, demo_run
 from pipeline.demo_check import demo_check
 from pipeline.management.progress_bars import StageBars
@@ -91,14 +93,8 @@ class Command(BaseCommand):
             )
         out.write("")
         out.write(f"Strategy {summary.strategy}, {summary.rounds} round(s)")
-        if summary.estimated_recall:
-            out.write("Recall of the release                true   estimated (95% interval)")
-            for direction, estimate in summary.estimated_recall.items():
-                true_recall = summary.agreement[f"released {direction}"]["recall"]
-                out.write(
-                    f"  {direction:<34}{true_recall:>6.3f}   {estimate['recall']:.3f} "
-                    f"({estimate['recall_low']:.3f}-{estimate['recall_high']:.3f})"
-                )
+        for line in recall_lines(summary.estimated_recall, summary.agreement):
+            out.write(line)
         out.write("")
         timings = ", ".join(
             f"{name} {seconds:.1f} s" for name, seconds in summary.stage_seconds.items()
@@ -137,3 +133,24 @@ class Command(BaseCommand):
             f"Check passed: release {summary.release_path} is complete and agrees with "
             "stats.json; every precision, recall and interval printed is in [0, 1]."
         )
+
+
+def recall_lines(
+    estimated: Mapping[str, Mapping[str, float]], agreement: Mapping[str, Mapping[str, float]]
+) -> list[str]:
+    """The summary's recall table: the true recall, the estimate, and what each counts."""
+    if not estimated:
+        return []
+    lines = ["Recall of the release                true   estimated (95% interval)"]
+    for direction, estimate in estimated.items():
+        true_recall = agreement[f"released {direction}"]["recall"]
+        wording = recall_wording(
+            recall_low=estimate["recall_low"], recall_high=estimate["recall_high"]
+        )
+        lines.append(
+            f"  {direction:<34}{true_recall:>6.3f}   {estimate['recall']:.3f} "
+            f"({estimate['recall_low']:.3f}-{estimate['recall_high']:.3f})"
+            + (f"  {wording.warning}" if wording.warning else "")
+        )
+    lines.append(f"  true: against the synthetic truth; estimated: {wording.truth}")
+    return lines

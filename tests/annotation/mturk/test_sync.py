@@ -152,11 +152,11 @@ def test_a_hit_that_no_longer_exists_is_reported_and_the_others_synced(
     report = mturk_sync(batch=annotating_batch, client=client)
     stub.assert_no_pending_responses()
     assert report.problems == [
-        f"HIT 0 ({h0.external_id}): MTurk ListAssignmentsForHIT failed (RequestError): "
+        f"HIT {h0.pk} ({h0.external_id}): MTurk ListAssignmentsForHIT failed (RequestError): "
         f"Hit {h0.external_id} does not exist. (1700000000000)"
     ]
     assert report.approved == ["3A11"]
-    assert "PROBLEM HIT 0" in "\n".join(report.lines())
+    assert f"PROBLEM HIT {h0.pk} " in "\n".join(report.lines())
 
 
 def test_work_from_the_hit_page_counts_only_once_mturk_lists_it(annotating_batch, client, stub):
