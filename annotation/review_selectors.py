@@ -249,3 +249,60 @@ def goldens_suspended(*, limit: int = 50) -> list[SuspendedGolden]:
         )
         for item in items
     ]
+
+
+@dataclass(frozen=True)
+class CoworkerAnswers:
+    """Other workers' answers on a submission's pairs, one column per worker.
+
+    `workers` names the columns; `by_item` maps each of the submission's items to one cell
+    per column: the answer's label, or None where that worker did not judge the pair.
+    """
+
+    workers: list[str]
+    by_item: dict[int, list[str | None]]
+
+
+def assignment_coworker_answers(*, assignment: Assignment) -> CoworkerAnswers:
+    """Return what other workers answered on the same pairs (same batch, image and caption)
+    in their submitted work, any outcome."""
+    pairs = {
+        (image_id, caption_id): pk
+        for pk, image_id, caption_id in HITItem.objects.filter(
+            judgements__assignment=assignment
+        ).values_list("pk", "image_id", "caption_id")
+    }
+    rows = (
+        Judgement.objects.filter(
+            item__hit__batch_id=assignment.hit.batch_id,
+            item__image_id__in={image for image, _ in pairs},
+            assignment__submitted_at__isnull=False,
+        )
+        .exclude(assignment__worker_id=assignment.worker_id)
+        .values_list("assignment__worker_id", "item__image_id", "item__caption_id", "level")
+        .order_by("assignment__worker_id", "pk")
+    )
+    answers: dict[int, dict[int, str]] = defaultdict(dict)
+    for worker_id, image_id, caption_id, level in rows:
+        item_id = pairs.get((image_id, caption_id))
+        if item_id is not None:
+            answers[worker_id][item_id] = LEVEL_LABELS[Level(level)]
+    names = Worker.objects.in_bulk(list(answers))
+    order = sorted(answers)
+    return CoworkerAnswers(
+        workers=[str(names[worker_id]) for worker_id in order],
+        by_item={
+            item_id: [answers[worker_id].get(item_id) for worker_id in order]
+            for item_id in pairs.values()
+        },
+    )
+
+
+def review_neighbours(*, assignment_id: int) -> tuple[int | None, int | None]:
+    """Return the review queue's previous and next assignment ids around `assignment_id`;
+    one not (or no longer) in the queue has none before it and the queue's first after it."""
+    ids = [a.pk for a in review_queue()]
+    if assignment_id not in ids:
+        return None, ids[0] if ids else None
+    at = ids.index(assignment_id)
+    return (ids[at - 1] if at else None), (ids[at + 1] if at + 1 < len(ids) else None)

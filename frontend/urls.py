@@ -15,6 +15,7 @@ from .views import (
     round_controls,
     wizard,
     work,
+    workers,
 )
 
 app_name = "frontend"
@@ -62,8 +63,10 @@ urlpatterns = [
     ),
     path("review/", review.review_list, name="review"),
     path("review/<int:assignment_id>/", review.review_detail, name="review-detail"),
-    path("workers/", review.worker_list, name="workers"),
-    path("workers/<int:worker_id>/block/", review.worker_block_toggle, name="worker-block"),
+    path("review/approve/", review.review_bulk_approve, name="review-bulk-approve"),
+    path("workers/", workers.worker_list, name="workers"),
+    path("workers/<int:worker_id>/", workers.worker_detail, name="worker"),
+    path("workers/<int:worker_id>/block/", workers.worker_block_toggle, name="worker-block"),
     path("captions/invalid/", captions.invalid_captions, name="invalid-captions"),
     path("releases/<int:release_id>/download/", releases.release_download, name="release-download"),
     path("releases/<int:release_id>/leaderboard/", leaderboard.leaderboard, name="leaderboard"),

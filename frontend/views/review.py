@@ -1,4 +1,7 @@
-"""The admin's side of crowd work: the review queue, one submission, and the workers."""
+"""The admin's side of crowd work: the review queue (with a bulk approve) and one submission
+(with co-workers' answers on the same pairs, next/previous and keyboard shortcuts).
+
+The workers pages are `frontend.views.workers`."""
 
 from __future__ import annotations
 
@@ -8,15 +11,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from annotation.errors import ServiceError
-from annotation.models import Assignment, Worker
-from annotation.review import assignment_review, worker_block
+from annotation.models import Assignment
+from annotation.review import assignment_review
 from annotation.review_selectors import (
+    assignment_coworker_answers,
     assignment_review_rows,
     goldens_suspect,
     goldens_suspended,
     review_awaiting_mturk,
+    review_neighbours,
     review_queue,
-    worker_stats,
 )
 from pipeline.tasks import annotation_close_check_queue
 
@@ -61,23 +65,51 @@ def review_detail(request: HttpRequest, assignment_id: int) -> HttpResponse:
                 messages.success(request, f"Assignment {assignment.pk} {done}.")
                 if decision == "approve":  # perhaps the round's last work: it then closes
                     annotation_close_check_queue(batch_id=assignment.hit.batch_id)
+                _, following = review_neighbours(assignment_id=assignment.pk)
+                if following is not None:
+                    return redirect("frontend:review-detail", following)
                 return redirect("frontend:review")
-    context = {"assignment": assignment, "rows": assignment_review_rows(assignment=assignment)}
+    rows = assignment_review_rows(assignment=assignment)
+    coworkers = assignment_coworker_answers(assignment=assignment)
+    for row in rows:
+        row["coworkers"] = coworkers.by_item.get(row["item_id"], [])
+    previous, following = review_neighbours(assignment_id=assignment.pk)
+    context = {
+        "assignment": assignment,
+        "rows": rows,
+        "coworkers": coworkers.workers,
+        "previous_id": previous,
+        "next_id": following,
+    }
     return render(request, "frontend/review_detail.html", context)
 
 
 @staff_required
-def worker_list(request: HttpRequest) -> HttpResponse:
-    """Show every worker's quality figures, with block and unblock buttons."""
-    return render(request, "frontend/workers.html", {"stats": worker_stats()})
-
-
-@staff_required
 @require_POST
-def worker_block_toggle(request: HttpRequest, worker_id: int) -> HttpResponse:
-    """Block or unblock a worker (POST `blocked` = 1 or 0)."""
-    worker = get_object_or_404(Worker, pk=worker_id)
-    blocked = request.POST.get("blocked") == "1"
-    worker_block(worker=worker, blocked=blocked)
-    messages.success(request, f"Worker {worker} {'blocked' if blocked else 'unblocked'}.")
-    return redirect("frontend:workers")
+def review_bulk_approve(request: HttpRequest) -> HttpResponse:
+    """Approve the ticked submissions (POST `assignment` ids), one transaction each.
+
+    Each goes through `assignment_review`, so what cannot be approved (already decided,
+    one's own work, MTurk work not yet confirmed) is refused with its reason and the rest
+    are approved; the affected batches are then asked whether their round is done.
+    """
+    ids = sorted({int(v) for v in request.POST.getlist("assignment") if v.isdigit()})
+    if not ids:
+        messages.error(request, "Tick the submissions to approve first.")
+        return redirect("frontend:review")
+    approved, batches = [], set()
+    for assignment in Assignment.objects.filter(pk__in=ids).select_related("hit").order_by("pk"):
+        try:
+            assignment_review(assignment=assignment, approve=True, reviewer=request.user)
+        except ServiceError as exc:
+            messages.error(request, f"Assignment {assignment.pk} not approved: {exc}")
+        else:
+            approved.append(assignment.pk)
+            batches.add(assignment.hit.batch_id)
+    if approved:
+        listed = ", ".join(str(pk) for pk in approved)
+        noun = "assignment" if len(approved) == 1 else "assignments"
+        messages.success(request, f"Approved {len(approved)} {noun}: {listed}.")
+    for batch_id in sorted(batches):  # perhaps a round's last work: it then closes
+        annotation_close_check_queue(batch_id=batch_id)
+    return redirect("frontend:review")

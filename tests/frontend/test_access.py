@@ -303,7 +303,13 @@ PAGES = [
     # Review and quality control: staff only.
     Page("frontend:review", STAFF_ONLY),
     Page("frontend:review-detail", STAFF_ONLY, ("review",)),
+    Page(
+        "frontend:review-bulk-approve",
+        (LOGIN, 403, Redirect("/review/")),  # nothing ticked: back to the queue, saying so
+        method="POST",
+    ),
     Page("frontend:workers", STAFF_ONLY),
+    Page("frontend:worker", STAFF_ONLY, ("worker",)),
     Page(
         "frontend:worker-block",
         (LOGIN, 403, Redirect("/workers/")),
