@@ -38,7 +38,7 @@ def markdown_render(text: str) -> str:
             index += 1
         elif _BULLET.match(line) or _NUMBERED.match(line):
             index = _list_block(lines, index, out)
-        elif "|" in line and index + 1 < len(lines) and _TABLE_RULE.match(lines[index + 1]):
+        elif _table_starts(lines, index):
             index = _table_block(lines, index, out)
         else:
             index = _paragraph(lines, index, out)
@@ -90,6 +90,13 @@ def _list_block(lines: list[str], start: int, out: list[str]) -> int:
     return index
 
 
+def _table_starts(lines: list[str], index: int) -> bool:
+    """Say whether a pipe table (a row, then a rule of dashes) starts at `index`."""
+    return (
+        "|" in lines[index] and index + 1 < len(lines) and bool(_TABLE_RULE.match(lines[index + 1]))
+    )
+
+
 def _cells(line: str) -> list[str]:
     line = line.strip()
     if line.startswith("|"):
@@ -126,6 +133,7 @@ def _paragraph(lines: list[str], start: int, out: list[str]) -> int:
             or line.lstrip().startswith("```")
             or _HEADING.match(line)
             or (text and (_BULLET.match(line) or _NUMBERED.match(line)))
+            or _table_starts(lines, index)
         )
         if starts_block and text:
             break

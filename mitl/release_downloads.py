@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,22 +91,28 @@ def positives_csv_lines(release_dir: Path) -> Iterator[str]:
 
 
 def example_rankings_build(
-    release_dir: Path, *, max_length: int = EXAMPLE_MAX_LENGTH, seed: int = 0
+    release_dir: Path,
+    *,
+    images: Sequence[int] = (),
+    captions: Sequence[int] = (),
+    max_length: int = EXAMPLE_MAX_LENGTH,
+    seed: int = 0,
 ) -> dict[str, dict[str, list[int]]]:
     """Return a valid rankings file for the release: each query's positives, then others.
 
     Every query of the release is ranked. After its positives come the direction's other
-    targets (every id the release names on that side) in a fixed random order, up to
-    `max_length` ids in all, so the file stays small (its scores are perfect up to that cap:
-    it shows the format, not a model).
+    targets (the ids the release names on that side and the given dataset `images` and
+    `captions`) in a fixed random order, up to `max_length` ids in all: the file stays
+    small, and is long enough for the metrics at 10 where the dataset has the ids. Its
+    scores are perfect up to that cap: it shows the format, not a model.
     """
     i2t, t2i = _positives(release_dir / I2T_FILE), _positives(release_dir / T2I_FILE)
-    images = sorted({int(q) for q in i2t} | {int(p) for ps in t2i.values() for p in ps})
-    captions = sorted({int(q) for q in t2i} | {int(p) for ps in i2t.values() for p in ps})
+    image_ids = {int(q) for q in i2t} | {int(p) for ps in t2i.values() for p in ps}
+    caption_ids = {int(q) for q in t2i} | {int(p) for ps in i2t.values() for p in ps}
     rng = random.Random(seed)
     return {
-        "i2t": _ranked(i2t, captions, max_length, rng),
-        "t2i": _ranked(t2i, images, max_length, rng),
+        "i2t": _ranked(i2t, sorted(caption_ids | set(captions)), max_length, rng),
+        "t2i": _ranked(t2i, sorted(image_ids | set(images)), max_length, rng),
     }
 
 

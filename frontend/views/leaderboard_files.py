@@ -12,8 +12,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from annotation.models import Release
+from annotation.selectors import dataset_target_ids
 from mitl.evaluation_inputs import DIRECTIONS
-from mitl.release_downloads import example_rankings_build
+from mitl.release_downloads import EXAMPLE_MAX_LENGTH, example_rankings_build
 from mitl.release_files import I2T_FILE, T2I_FILE
 from pipeline.evaluate import Leaderboard, leaderboard_of
 
@@ -82,13 +83,14 @@ def leaderboard_csv_response(release: Release) -> HttpResponse:
 @login_required
 def leaderboard_example(request: HttpRequest, release_id: int) -> HttpResponse:
     """Send a valid rankings file for the release's queries, to show the upload's format."""
-    release = get_object_or_404(Release, pk=release_id)
+    release = get_object_or_404(Release.objects.select_related("dataset"), pk=release_id)
     folder = Path(release.path)
     if not (folder / I2T_FILE).is_file() or not (folder / T2I_FILE).is_file():
         raise Http404(f"release {release} has no ECCV Caption files")
-    response = HttpResponse(
-        json.dumps(example_rankings_build(folder)), content_type="application/json"
-    )
+    # Enough of the dataset's ids to fill every ranking to the cap past its positives.
+    images, captions = dataset_target_ids(dataset=release.dataset, limit=2 * EXAMPLE_MAX_LENGTH)
+    rankings = example_rankings_build(folder, images=images, captions=captions)
+    response = HttpResponse(json.dumps(rankings), content_type="application/json")
     filename = f"{release.name}-v{release.version}-example-rankings.json"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
