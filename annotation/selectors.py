@@ -289,3 +289,16 @@ def release_zip(*, release: Release) -> ReleaseZip | None:
     if not path.is_file():
         return None
     return ReleaseZip(path=path, filename=f"{release.name}-v{release.version}.zip")
+
+
+def dataset_target_ids(*, dataset: Dataset, limit: int) -> tuple[list[int], list[int]]:
+    """Return up to `limit` image and caption ids of the dataset (by id), invalid captions out.
+
+    They are the other targets of an example rankings file: ids a model could rank.
+    """
+    images = Image.objects.filter(dataset=dataset).order_by("ext_id")
+    captions = Caption.objects.filter(dataset=dataset, is_invalid=False).order_by("ext_id")
+    return (
+        list(images.values_list("ext_id", flat=True)[:limit]),
+        list(captions.values_list("ext_id", flat=True)[:limit]),
+    )

@@ -7,6 +7,7 @@ from .views import (
     datasets,
     instructions,
     leaderboard,
+    leaderboard_files,
     mturk,
     pages,
     qualification,
@@ -68,8 +69,29 @@ urlpatterns = [
     path("workers/<int:worker_id>/", workers.worker_detail, name="worker"),
     path("workers/<int:worker_id>/block/", workers.worker_block_toggle, name="worker-block"),
     path("captions/invalid/", captions.invalid_captions, name="invalid-captions"),
+    path("releases/<int:release_id>/", releases.release_page, name="release"),
     path("releases/<int:release_id>/download/", releases.release_download, name="release-download"),
+    path(
+        "releases/<int:release_id>/positives.csv",
+        releases.release_positives_csv,
+        name="release-positives-csv",
+    ),
+    path(
+        "releases/<int:release_id>/files/<str:name>",
+        releases.release_file,
+        name="release-file",
+    ),
     path("releases/<int:release_id>/leaderboard/", leaderboard.leaderboard, name="leaderboard"),
+    path(
+        "releases/<int:release_id>/leaderboard.csv",
+        leaderboard_files.leaderboard_csv,
+        name="leaderboard-csv",
+    ),
+    path(
+        "releases/<int:release_id>/leaderboard/example.json",
+        leaderboard_files.leaderboard_example,
+        name="leaderboard-example",
+    ),
     path(
         "releases/<int:release_id>/leaderboard/<int:evaluation_id>/explain/",
         leaderboard.explain,

@@ -27,6 +27,8 @@ from mitl.explain.html import EXPLAIN_CSS, render_explanation
 from pipeline.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
 from pipeline.explain import explanation_image, may_read_explanation, shown_explanation
 
+from .leaderboard_files import best_values, leaderboard_csv_response, leaderboard_values
+
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
 
@@ -61,8 +63,10 @@ class RankingsUploadForm(forms.Form):
 
 @login_required
 def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
-    """Show every model's metrics on a release; take a new model's rankings by POST."""
+    """Show every model's metrics on a release (as CSV with ?format=csv); take rankings by POST."""
     release = get_object_or_404(Release.objects.select_related("dataset"), pk=release_id)
+    if request.method == "GET" and request.GET.get("format") == "csv":
+        return leaderboard_csv_response(release)
     status = 200
     if request.method == "POST":
         form = RankingsUploadForm(request.POST, request.FILES)
@@ -83,6 +87,8 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
     else:
         form = RankingsUploadForm()
     board = leaderboard_of(release=release)
+    values = leaderboard_values(board)
+    bests = best_values(values)
     rows = [
         {
             "evaluation": evaluation,
@@ -92,12 +98,11 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
                 else None
             ),
             "cells": [
-                evaluation.metrics.get(direction, {}).get(metric)
-                for direction in DIRECTIONS
-                for metric in board.metrics
+                {"value": value, "best": value is not None and value == best}
+                for value, best in zip(row, bests, strict=True)
             ],
         }
-        for evaluation in board.evaluations
+        for evaluation, row in zip(board.evaluations, values, strict=True)
     ]
     agreement = [
         {
@@ -114,6 +119,13 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
         "form": form,
         "directions": DIRECTIONS,
         "metrics": board.metrics,
+        "columns": [
+            {"direction": direction, "metric": metric, "index": index}
+            for index, (direction, metric) in enumerate(
+                ((d, m) for d in DIRECTIONS for m in board.metrics), start=1
+            )
+        ],
+        "submitted_column": 1 + len(DIRECTIONS) * len(board.metrics),
         "rows": rows,
         "agreement": agreement,
         "enough_models": len(board.evaluations) >= 2,

@@ -51,7 +51,7 @@ from annotation.mturk.links import (
 from annotation.qualification.attempts import qualification_attempt_open
 from annotation.qualification.pairs import qualification_pairs_draw
 from annotation.submissions import AnswerInput, assignment_submit
-from mitl.release_files import I2T_FILE, T2I_FILE, bundle_path
+from mitl.release_files import I2T_FILE, MANIFEST_FILE, T2I_FILE, bundle_path
 from tests.explain_data import evaluation_explanation
 
 pytestmark = pytest.mark.django_db
@@ -148,6 +148,8 @@ def release(tmp_path: Path) -> Release:
     folder.mkdir()
     (folder / I2T_FILE).write_text(json.dumps({"1": [11]}))
     (folder / T2I_FILE).write_text(json.dumps({"11": [1]}))
+    listed = {name: {"bytes": 1, "sha256": "0" * 64} for name in (I2T_FILE, T2I_FILE)}
+    (folder / MANIFEST_FILE).write_text(json.dumps({"files": listed}))
     with zipfile.ZipFile(bundle_path(folder), "w") as bundle:
         bundle.writestr("release/README.md", "tiny")
     return Release.objects.create(
@@ -207,6 +209,7 @@ PLACEHOLDERS: dict[str, Callable[[Fixtures], Any]] = {
     "practice_batch": _pk("practice_batch"),
     "practice_pair": _practice_pair,
     "release": _pk("release"),
+    "release_file": lambda request: I2T_FILE,
     "evaluation": _evaluation,
     "explained_image": _explained_image,
     "hit": _pk("published_hit"),
@@ -318,9 +321,23 @@ PAGES = [
         data={"blocked": "1"},
     ),
     Page("frontend:invalid-captions", STAFF_ONLY),
+    # Round controls (POST): staff only; an unknown action changes nothing and goes back to
+    # the batch's page (a 302 to /batches/<id>/).
+    Page(
+        "frontend:batch-control",
+        (LOGIN, 403, 302),
+        ("batch",),
+        method="POST",
+        data={"action": "no-such-action"},
+    ),
     # Releases: every account reads them (the API's /api/releases/ rule).
+    Page("frontend:release", LOGGED_IN, ("release",)),
     Page("frontend:release-download", LOGGED_IN, ("release",)),
+    Page("frontend:release-file", LOGGED_IN, ("release", "release_file")),
+    Page("frontend:release-positives-csv", LOGGED_IN, ("release",)),
     Page("frontend:leaderboard", LOGGED_IN, ("release",)),
+    Page("frontend:leaderboard-csv", LOGGED_IN, ("release",)),
+    Page("frontend:leaderboard-example", LOGGED_IN, ("release",)),
     # An explanation shows dataset images: staff and the model's submitter only.
     Page("frontend:explain", STAFF_ONLY, ("release", "evaluation")),
     Page("frontend:explain-image", STAFF_ONLY, ("release", "evaluation", "explained_image")),

@@ -260,7 +260,10 @@ def test_the_leaderboard_escapes_its_format_hint_and_scrolls_its_table_in_a_box(
 
     assert "&lt;image id&gt;" in html and "&lt;caption id&gt;" in html
     assert "<image id>" not in html
-    assert '<div class="table-scroll" id="leaderboard-scroll">\n<table id="leaderboard">' in html
+    assert (
+        '<div class="table-scroll" id="leaderboard-scroll">\n'
+        '<table id="leaderboard" class="sortable">' in html
+    )
     css = (Path(__file__).parents[2] / "frontend/static/frontend/site.css").read_text()
     assert ".table-scroll { overflow-x: auto;" in css
 
