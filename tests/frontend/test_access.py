@@ -267,14 +267,6 @@ PAGES = [
     # A batch's internals: staff only (the API's /api/batches/ rule).
     Page("frontend:batch", STAFF_ONLY, ("batch",)),
     Page("frontend:batch-bias", STAFF_ONLY, ("batch",)),
-    # A round control: staff only; an unknown action comes back to the batch page saying so.
-    Page(
-        "frontend:batch-control",
-        (LOGIN, 403, 302),
-        ("batch",),
-        method="POST",
-        data={"action": "unknown"},
-    ),
     Page("frontend:mturk-batch", STAFF_ONLY, ("batch",)),
     Page("frontend:batch-new", STAFF_ONLY),
     Page("frontend:batch-plan-preview", (LOGIN, 403, 400)),  # no config given: 400 says why
