@@ -212,6 +212,8 @@ if STORAGE_BUCKET:
 RELEASES_DIR = Path(os.environ.get("RELEASES_DIR", VAR_DIR / "releases"))
 # Graded relevance matrices (per proxy, version, corpus and queries) for `evaluate --relevance`.
 RELEVANCE_CACHE_DIR = Path(os.environ.get("RELEVANCE_CACHE_DIR", VAR_DIR / "relevance"))
+# Pages built once per state of a batch's work (the bias report: pipeline/bias_page.py).
+REPORTS_CACHE_DIR = Path(os.environ.get("REPORTS_CACHE_DIR", VAR_DIR / "reports-cache"))
 
 # Celery: no broker means the embedded default, where tasks run eagerly in-process.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

@@ -30,20 +30,25 @@ BIAS_CSS = """
 """
 
 
-def render_bias_html(report: Mapping[str, Any], *, standalone: bool = True) -> str:
+def render_bias_html(
+    report: Mapping[str, Any], *, standalone: bool = True, folded: bool = False
+) -> str:
     """Return the report as HTML: a whole document, or the fragment a page embeds.
 
     The fragment is one `<section class="bias-report">`; its styles are `BIAS_CSS`, which
-    the standalone document carries in its head.
+    the standalone document carries in its head. `folded` puts each section after the
+    summary in a `<details>`, only the first one open, so a long report starts short.
     """
-    parts = [
-        _summary(report),
+    sections = [
         _answers_by_annotator(report),
         _answers_by_rank(report),
         _rationales(report),
         _positives(report),
         _bias(report),
     ]
+    if folded:
+        sections = [_fold(section, opened=index == 0) for index, section in enumerate(sections)]
+    parts = [_summary(report), *sections]
     fragment = '<section class="bias-report">\n' + "\n".join(parts) + "\n</section>"
     if not standalone:
         return fragment
@@ -301,6 +306,16 @@ def _shares_table(
     return (
         f'<div class="table-wrap"><table><thead><tr><th>{escape(first)}</th>'
         f'<th class="num">Judgements</th>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    )
+
+
+def _fold(section: str, *, opened: bool) -> str:
+    """Put a section that starts with its `<h2>` heading in a `<details>` it summarises."""
+    heading, _, rest = section.partition("</h2>")
+    title = heading.removeprefix("<h2>")
+    return (
+        f'<details class="bias-section"{" open" if opened else ""}>'
+        f"<summary><h2>{title}</h2></summary>\n{rest}\n</details>"
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
+from annotation.errors import ServiceError
 from annotation.imports.datasets import dataset_import_tsv
 from annotation.models import Assignment, AssignmentStatus, Batch, BatchState, Dataset, Release
 from annotation.synthetic import synthetic_regenerate
@@ -28,6 +30,7 @@ from mitl.synthetic.generation import generate
 from mitl.synthetic.truth import truth_matrix
 
 from .annotators import annotator_create
+from .bias_page import bias_html_cached
 from .explain_report import ExplainRequest, explain_report, report_write
 from .progress import ProgressListener
 from .qualification_study import qualification_study, study_table
@@ -135,6 +138,7 @@ def demo_run(
     release = Release.objects.filter(batches=batch).latest("version")
     summary = _summarise(batch, release, dataset)
     summary.skipped = skipped
+    _bias_page_build(batch)
     if wordnet_available():
         mark = time.monotonic()
         summary.explain_path, summary.explain_table = _demo_explain(
@@ -219,6 +223,12 @@ def rounds_run(
             batch_id=batch.pk, until=BatchState.RELEASED, listener=listener, force=True
         )
         timings["automatic stages"] += time.monotonic() - mark
+
+
+def _bias_page_build(batch: Batch) -> None:
+    """Build the released batch's bias page now (seconds of charts), so it opens at once."""
+    with suppress(ServiceError):  # no verdicts: the page says so, nothing to build
+        bias_html_cached(batch=batch)
 
 
 def _demo_accounts() -> dict[str, str]:

@@ -20,6 +20,7 @@ def _isolated_storage(settings, tmp_path: Path) -> None:
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.RELEASES_DIR = tmp_path / "releases"
     settings.RELEVANCE_CACHE_DIR = tmp_path / "relevance"
+    settings.REPORTS_CACHE_DIR = tmp_path / "reports-cache"
 
 
 @pytest.fixture(autouse=True)

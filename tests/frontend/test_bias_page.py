@@ -23,6 +23,12 @@ def as_user(client, *, staff: bool):
     return client
 
 
+def report_of(response) -> str:
+    """The report's fragment in a page (the rest holds a fresh CSRF token each time)."""
+    html = response.content.decode()
+    return html[html.index('<section class="bias-report">') : html.index("</section>")]
+
+
 def test_anonymous_visitors_are_sent_to_log_in(client, batch):
     url = reverse("frontend:batch-bias", args=[batch.pk])
     response = client.get(url)
@@ -59,3 +65,38 @@ def test_a_batch_without_verdicts_says_so(client, batch):
 def test_an_unknown_batch_is_not_found(client, db):
     response = as_user(client, staff=True).get("/batches/999/bias/")
     assert response.status_code == 404
+
+
+def test_the_report_is_built_once_and_served_again_until_the_work_changes(
+    client, released, monkeypatch, django_assert_max_num_queries
+):
+    import pipeline.bias_page
+
+    built = []
+    real_build = pipeline.bias_page.bias_report_build
+
+    def counting_build(**kwargs):
+        built.append(kwargs["batch"].pk)
+        return real_build(**kwargs)
+
+    monkeypatch.setattr(pipeline.bias_page, "bias_report_build", counting_build)
+    client = as_user(client, staff=True)
+    first = report_of(client.get(f"/batches/{released.pk}/bias/"))
+    # Served again: the session, the user, the batch and the fingerprint's aggregates only.
+    with django_assert_max_num_queries(10):
+        second = report_of(client.get(f"/batches/{released.pk}/bias/"))
+    assert built == [released.pk]
+    assert first == second
+
+    caption = released.dataset.captions.order_by("pk").first()
+    caption.is_invalid, caption.invalid_reason = True, "garbled"
+    caption.save(update_fields=["is_invalid", "invalid_reason"])
+    client.get(f"/batches/{released.pk}/bias/")
+    assert built == [released.pk, released.pk]  # a caption marked invalid: built again
+
+
+def test_the_sections_after_the_summary_are_folded_the_first_open(client, released):
+    html = as_user(client, staff=True).get(f"/batches/{released.pk}/bias/").content.decode()
+    assert html.count('<details class="bias-section"') == 5
+    assert html.count('<details class="bias-section" open>') == 1
+    assert '<details class="bias-section" open><summary><h2>Answers per annotator</h2>' in html
