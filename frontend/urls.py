@@ -1,6 +1,7 @@
 from django.urls import path
 
 from .views import (
+    batch_setup,
     bias,
     captions,
     dashboard,
@@ -12,6 +13,7 @@ from .views import (
     pages,
     qualification,
     releases,
+    relevance,
     review,
     round_controls,
     wizard,
@@ -24,6 +26,16 @@ urlpatterns = [
     path("", pages.home, name="home"),
     path("batches/<int:batch_id>/", pages.batch_page, name="batch"),
     path("batches/<int:batch_id>/controls/", round_controls.batch_control, name="batch-control"),
+    path(
+        "batches/<int:batch_id>/instructions/new/",
+        batch_setup.instructions_new,
+        name="batch-instructions-new",
+    ),
+    path(
+        "batches/<int:batch_id>/qualification/pairs/",
+        batch_setup.qualification_pairs,
+        name="batch-qualification-pairs",
+    ),
     path("batches/<int:batch_id>/bias/", bias.bias_page, name="batch-bias"),
     path("batches/<int:batch_id>/mturk/", mturk.mturk_batch, name="mturk-batch"),
     path("mturk/hits/<int:hit_id>/<str:signature>/", mturk.mturk_hit, name="mturk-hit"),
@@ -108,7 +120,9 @@ urlpatterns = [
     path("datasets/", datasets.dataset_list, name="datasets"),
     path("datasets/upload/", datasets.dataset_upload, name="dataset-upload"),
     path("datasets/<int:dataset_id>/", datasets.dataset_detail, name="dataset"),
-    path("datasets/<int:dataset_id>/relevance/", datasets.relevance_page, name="dataset-relevance"),
+    path(
+        "datasets/<int:dataset_id>/relevance/", relevance.relevance_page, name="dataset-relevance"
+    ),
     path("imports/<int:job_id>/", datasets.import_job_page, name="import-job"),
     path("imports/<int:job_id>/status/", datasets.import_job_status, name="import-job-status"),
     path("batches/new/", wizard.batch_new, name="batch-new"),

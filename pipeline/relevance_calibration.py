@@ -14,11 +14,13 @@ from typing import Any
 from django.conf import settings
 
 from annotation.models import AssignmentStatus, Dataset, Judgement, RelevanceCalibration
+from mitl.formats.common import ImportFileError
 from mitl.formats.positives import parse_cxc_sits, parse_cxc_sts
 from mitl.judgements import Level
 from mitl.relevance.calibration import (
     COMBINATION,
     Ratings,
+    RatingsError,
     caption_ratings,
     context_features,
     correlation_row,
@@ -29,7 +31,13 @@ from mitl.relevance.calibration import (
     recommend,
 )
 from mitl.relevance.images import CaptionCorpus
-from mitl.relevance.proxies import PROXIES, proxy_build, proxy_spec, proxy_unavailable
+from mitl.relevance.proxies import (
+    PROXIES,
+    UnknownProxy,
+    proxy_build,
+    proxy_spec,
+    proxy_unavailable,
+)
 from pipeline.relevance import DatasetCorpus
 
 # The crowd's four answers as an ordinal rating.
@@ -42,6 +50,8 @@ LEVEL_RATING: dict[str, float] = {
 COUNTED_ASSIGNMENTS = (AssignmentStatus.SUBMITTED, AssignmentStatus.APPROVED)
 
 Say = Callable[[str], None]
+# What `calibration_report` raises for input it cannot use; each message says what and where.
+CALIBRATION_ERRORS = (ImportFileError, RatingsError, UnknownProxy, RuntimeError, OSError)
 
 
 def crowd_ratings(dataset: Dataset, corpus: CaptionCorpus) -> Ratings | None:

@@ -8,7 +8,6 @@ from django import forms
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
 from annotation.imports.requests import ImportRequestError
@@ -23,16 +22,8 @@ from annotation.models import (
 from annotation.selectors import dataset_rows
 from annotation.tasks import import_job_submit
 from mitl.formats.captions import CAPTION_FORMATS
-from mitl.relevance.charts import calibration_svg
-from pipeline.relevance_calibration import latest_calibration
 
 from .access import staff_required
-
-RATINGS_TITLES = {
-    "crowd": "The crowd's answers on this platform (0-3)",
-    "sits": "CxC image-caption ratings (SITS, 0-5)",
-    "sts": "CxC caption-caption ratings (STS, 0-5)",
-}
 
 FINISHED_IMPORTS = (ImportStatus.DONE, ImportStatus.FAILED)
 
@@ -58,27 +49,6 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
         "jobs": ImportJob.objects.filter(dataset=dataset).order_by("-created_at"),
     }
     return render(request, "frontend/dataset.html", context)
-
-
-@staff_required
-def relevance_page(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    """Show the dataset's newest relevance calibration: table and chart per ratings source."""
-    dataset = get_object_or_404(Dataset, pk=dataset_id)
-    calibration = latest_calibration(dataset)
-    sources = []
-    if calibration is not None:
-        for name, part in calibration.report.items():
-            title = f"{RATINGS_TITLES.get(name, name)}: {part['pairs']:,} pairs"
-            sources.append(
-                {
-                    "name": name,
-                    "title": title,
-                    "part": part,
-                    "chart": mark_safe(calibration_svg(part["table"], title=title)),
-                }
-            )
-    context = {"dataset": dataset, "calibration": calibration, "sources": sources}
-    return render(request, "frontend/relevance.html", context)
 
 
 class DatasetUploadForm(forms.Form):

@@ -111,3 +111,19 @@ def _choices(labels: dict[str, str], label: str) -> forms.MultipleChoiceField:
         label=label,
         widget=forms.CheckboxSelectMultiple,
     )
+
+
+def examples_initial(examples: list[Example]) -> dict[str, Any]:
+    """Return an InstructionsExamplesForm's initial data showing these examples (one per row)."""
+    initial: dict[str, Any] = {}
+    for example in examples:
+        key = example.level.value
+        initial |= {
+            f"{key}_image": example.image,
+            f"{key}_caption": example.caption,
+            f"{key}_note": example.note,
+        }
+        if example.level in MIDDLE_LEVELS:
+            initial[f"{key}_shortcomings"] = list(example.shortcomings)
+            initial[f"{key}_wrong_concepts"] = list(example.wrong_concepts)
+    return initial

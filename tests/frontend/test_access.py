@@ -267,6 +267,9 @@ PAGES = [
     # A batch's internals: staff only (the API's /api/batches/ rule).
     Page("frontend:batch", STAFF_ONLY, ("batch",)),
     Page("frontend:batch-bias", STAFF_ONLY, ("batch",)),
+    Page("frontend:batch-instructions-new", STAFF_ONLY, ("batch",)),
+    # No file given: nothing changes, back to the batch's page saying so.
+    Page("frontend:batch-qualification-pairs", (LOGIN, 403, 302), ("batch",), method="POST"),
     Page("frontend:mturk-batch", STAFF_ONLY, ("batch",)),
     Page("frontend:batch-new", STAFF_ONLY),
     Page("frontend:batch-plan-preview", (LOGIN, 403, 400)),  # no config given: 400 says why

@@ -8,10 +8,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.models import Dataset
 from mitl.formats.captions import parse_captions_tsv
 from mitl.formats.common import ImportFileError
-from mitl.relevance.calibration import RatingsError
-from mitl.relevance.proxies import UnknownProxy
 from pipeline.relevance import DatasetCorpus, captions_corpus, dataset_corpus
 from pipeline.relevance_calibration import (
+    CALIBRATION_ERRORS,
     calibration_report,
     calibration_save,
     default_proxies,
@@ -75,7 +74,7 @@ class Command(BaseCommand):
                 combination=not options["no_combination"],
                 say=None if quiet else lambda line: self.stderr.write(line),
             )
-        except (ImportFileError, RatingsError, UnknownProxy, RuntimeError, OSError) as exc:
+        except CALIBRATION_ERRORS as exc:
             raise CommandError(str(exc)) from None
         if not report:
             raise CommandError(
