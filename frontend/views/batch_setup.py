@@ -106,6 +106,7 @@ def _pairs_upload(request: HttpRequest, batch: Batch) -> str:
 def _pairs_set(
     batch: Batch, pairs: list[QualificationPairInput], lines: list[int], name: str
 ) -> str:
+    """Make `pairs` the round; a refused pair is named by its line in the file."""
     try:
         stored = qualification_pairs_set(batch=batch, pairs=pairs)
     except QualificationPairError as exc:  # as the command says it: the file's line
