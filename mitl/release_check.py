@@ -7,7 +7,6 @@ what is off (an empty list when all is well), so a caller can report every probl
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -25,6 +24,9 @@ from mitl.release_files import (
     STATS_FILE,
     T2I_FILE,
     VERDICTS_FILE,
+    bundle_checksum_path,
+    bundle_path,
+    file_sha256,
 )
 
 # Every release the pipeline writes holds these, each non-empty.
@@ -63,7 +65,7 @@ def manifest_problems(release_dir: Path) -> list[str]:
         path = release_dir / name
         if not path.is_file():
             problems.append(f"{path}: listed in the manifest but missing")
-        elif path.stat().st_size != entry.get("bytes") or _sha256(path) != entry.get("sha256"):
+        elif path.stat().st_size != entry.get("bytes") or file_sha256(path) != entry.get("sha256"):
             problems.append(f"{path}: size or checksum differs from the manifest")
     on_disk = {path.name for path in release_dir.iterdir() if path.is_file()}
     unlisted = sorted(on_disk - set(listed) - {MANIFEST_FILE})
@@ -74,12 +76,11 @@ def manifest_problems(release_dir: Path) -> list[str]:
 
 def zip_problems(release_dir: Path) -> list[str]:
     """Return what is off with the release's zip: missing, or not matching its checksum."""
-    archive = release_dir.with_name(f"{release_dir.name}.zip")
-    checksum = archive.with_name(f"{archive.name}.sha256")
+    archive, checksum = bundle_path(release_dir), bundle_checksum_path(release_dir)
     if not archive.is_file() or not checksum.is_file():
         return [f"{archive}: the zip or its .sha256 is missing"]
     expected = checksum.read_text(encoding="utf-8").split()[:1]
-    if expected != [_sha256(archive)]:
+    if expected != [file_sha256(archive)]:
         return [f"{archive}: checksum differs from {checksum.name}"]
     return []
 
@@ -134,11 +135,3 @@ def _is_fraction(value: object) -> bool:
         and not math.isnan(value)
         and 0.0 <= value <= 1.0
     )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

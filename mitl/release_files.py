@@ -154,13 +154,13 @@ def write_release_dir(
         for file_name, text in text_files.items():
             (staging / file_name).write_text(text, encoding="utf-8")
         files = {
-            path.name: {"sha256": _sha256(path), "bytes": path.stat().st_size}
+            path.name: {"sha256": file_sha256(path), "bytes": path.stat().st_size}
             for path in sorted(staging.iterdir())
         }
         full_manifest = {**manifest, "files": files}
         _write_json(staging / MANIFEST_FILE, full_manifest)
         _write_zip(zip_staging, staging, bundle_root or final_dir.name)
-        checksum_staging.write_text(f"{_sha256(zip_staging)}  {zip_path.name}\n")
+        checksum_staging.write_text(f"{file_sha256(zip_staging)}  {zip_path.name}\n")
         os.chmod(staging, 0o755)
         for source, target in (
             (staging, final_dir),
@@ -220,7 +220,8 @@ def _write_json(path: Path, data: Any) -> None:
         handle.write("\n")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """Return a file's sha256, read in blocks (release files can be large)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
