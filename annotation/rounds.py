@@ -38,8 +38,12 @@ from .models import (
 )
 
 
-def _missing_work(*, batch_id: OuterRef | int, round_: OuterRef | int):
-    """The HITs of one round with fewer approved assignments than they need."""
+def round_hits_missing_work(*, batch_id: OuterRef | int, round_: OuterRef | int):
+    """The HITs of one round with fewer approved assignments than they need.
+
+    The one rule for a complete round: the close trigger here and the annotating stage
+    (`pipeline.stages.hits_missing_work`) both read it.
+    """
     approved = Count("assignments", filter=Q(assignments__status=AssignmentStatus.APPROVED))
     return (
         HIT.objects.filter(batch_id=batch_id, round=round_)
@@ -57,7 +61,7 @@ def batches_round_complete(*, batch_ids: Iterable[int] | None = None) -> list[in
     annotating = Batch.objects.filter(state=BatchState.ANNOTATING)
     if batch_ids is not None:
         annotating = annotating.filter(pk__in=list(batch_ids))
-    missing = _missing_work(batch_id=OuterRef("pk"), round_=OuterRef("round"))
+    missing = round_hits_missing_work(batch_id=OuterRef("pk"), round_=OuterRef("round"))
     return list(annotating.exclude(Exists(missing)).order_by("pk").values_list("pk", flat=True))
 
 
@@ -105,7 +109,7 @@ class _RoundFacts:
 def _round_facts(batch: Batch) -> _RoundFacts:
     active = Count("assignments", filter=Q(assignments__status__in=ACTIVE_STATUSES))
     rows = (
-        _missing_work(batch_id=batch.pk, round_=batch.round)
+        round_hits_missing_work(batch_id=batch.pk, round_=batch.round)
         .annotate(active=active)
         .order_by("index")
         .values_list("pk", "max_assignments", "approved", "active", "external_id")

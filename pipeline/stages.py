@@ -26,7 +26,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Count, F, Model, Q
+from django.db.models import Model
 
 from annotation.errors import ServiceError
 from annotation.handout import assignments_close_batch
@@ -34,7 +34,6 @@ from annotation.instructions import instructions_examples_propose, instructions_
 from annotation.models import (
     HIT,
     Assignment,
-    AssignmentStatus,
     Batch,
     BatchState,
     Candidate,
@@ -49,6 +48,7 @@ from annotation.models import (
     Verdict,
 )
 from annotation.mturk.state import is_production
+from annotation.rounds import round_hits_missing_work
 from mitl.config import BatchConfig, batch_config, parse_batch_config
 from mitl.instructions import Example
 
@@ -372,14 +372,7 @@ def hits_missing_work(*, batch: Batch) -> int:
 
     An earlier round closed early keeps its unfinished HITs; they never block a later round.
     """
-    return (
-        HIT.objects.filter(batch=batch, round=batch.round)
-        .annotate(
-            approved=Count("assignments", filter=Q(assignments__status=AssignmentStatus.APPROVED))
-        )
-        .filter(approved__lt=F("max_assignments"))
-        .count()
-    )
+    return round_hits_missing_work(batch_id=batch.pk, round_=batch.round).count()
 
 
 def batch_run_until(
