@@ -24,6 +24,8 @@ from enum import StrEnum
 from statistics import median
 from typing import TypeVar
 
+from mitl.wages import hourly_wage
+
 K = TypeVar("K", bound=Hashable)
 
 FAST_SECONDS_PER_PAIR = 2.0
@@ -95,7 +97,7 @@ def measured_hourly(*, reward: Decimal, seconds: Decimal) -> Decimal | None:
     """
     if reward <= 0 or seconds <= 0:
         return None
-    return (reward * 3600 / seconds).quantize(Decimal("0.01"))
+    return hourly_wage(reward, seconds)  # fair pay's rate, rounded as fair pay rounds it
 
 
 def worker_flags(
