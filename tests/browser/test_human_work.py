@@ -15,9 +15,8 @@ from django.contrib.auth import get_user_model
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Batch
 from annotation.submissions import AnswerInput, assignment_submit
-from mitl.synthetic.files import write
-from mitl.synthetic.generation import generate
-from pipeline.annotators import annotator_create
+
+from .people_batch import shapes_dataset, wizard_fill
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -28,15 +27,7 @@ LEVELS = {"task": "yes", "golden_tp": "yes", "golden_tn": "no"}
 @pytest.fixture
 def shapes(db, tmp_path):
     """A small dataset, two machine annotators, an admin and one annotator account."""
-    from annotation.imports.datasets import dataset_import_tsv
-
-    folder = tmp_path / "shapes"
-    write(generate(n_images=30, seed=11), folder)
-    dataset = dataset_import_tsv(
-        name="shapes", captions_path=folder / "captions.tsv", images_dir=folder / "images"
-    )
-    for name, config in (("tfidf", {}), ("bow-plain", {"stop_words": False})):
-        annotator_create(name=name, kind="bow", config=config)
+    dataset = shapes_dataset(tmp_path)
     users = get_user_model().objects
     users.create_user("admin", password=PASSWORD, is_staff=True)
     users.create_user("annotator1", password=PASSWORD)
@@ -71,21 +62,7 @@ def test_a_batch_for_people_keeps_its_reward_and_counts_their_work(
     with page.expect_navigation():
         page.keyboard.press("Enter")
 
-    page.goto(f"/batches/new/?dataset={shapes.pk}")
-    page.get_by_label("Name", exact=True).fill("shapes for people")
-    page.get_by_label("tfidf (bow v1)").check()
-    page.get_by_label("bow-plain (bow v1)").check()
-    for label, value in {
-        "Image queries": "4",
-        "Caption queries": "4",
-        "k": "3",
-        "Pairs to judge per HIT": "8",
-        "Assignments per HIT": "2",
-        "Reward per assignment ($)": "0.25",
-    }.items():
-        page.get_by_label(label, exact=True).fill(value)
-    page.locator("summary", has_text="More settings").click()
-    page.get_by_label("Golden negative depth", exact=True).fill("10")
+    wizard_fill(page, shapes, name="shapes for people", queries=4, k=3)
     # One annotator account cannot do two assignments of a HIT: said before creating.
     warning = page.locator("#workers-warning")
     expect(warning).to_be_visible()

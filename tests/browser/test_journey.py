@@ -16,10 +16,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.models import Assignment, Batch, BatchState, Release
-from mitl.synthetic.files import write
-from mitl.synthetic.generation import generate
-from pipeline.annotators import annotator_create
 
+from .people_batch import shapes_dataset, wizard_fill
 from .test_hit_page import (
     PASSWORD,
     answer_with_keyboard,
@@ -37,15 +35,7 @@ ANNOTATORS = ("ann", "bea")
 @pytest.fixture
 def shapes(db, tmp_path):
     """A small dataset, two machine annotators, an admin and two annotator accounts."""
-    from annotation.imports.datasets import dataset_import_tsv
-
-    folder = tmp_path / "shapes"
-    write(generate(n_images=30, seed=11), folder)
-    dataset = dataset_import_tsv(
-        name="shapes", captions_path=folder / "captions.tsv", images_dir=folder / "images"
-    )
-    for name, config in (("tfidf", {}), ("bow-plain", {"stop_words": False})):
-        annotator_create(name=name, kind="bow", config=config)
+    dataset = shapes_dataset(tmp_path)
     users = get_user_model().objects
     users.create_user("admin", password=PASSWORD, is_staff=True)
     for username in ANNOTATORS:
@@ -55,21 +45,7 @@ def shapes(db, tmp_path):
 
 def create_in_wizard(page, dataset, shot) -> Batch:
     """Fill the wizard for a small fixed batch, two assignments per HIT, and create it."""
-    page.goto(f"/batches/new/?dataset={dataset.pk}")
-    page.get_by_label("Name", exact=True).fill("shapes, end to end")
-    page.get_by_label("tfidf (bow v1)").check()
-    page.get_by_label("bow-plain (bow v1)").check()
-    for label, value in {
-        "Image queries": "3",
-        "Caption queries": "3",
-        "k": "2",
-        "Pairs to judge per HIT": "8",
-        "Assignments per HIT": "2",
-        "Reward per assignment ($)": "0.25",
-    }.items():
-        page.get_by_label(label, exact=True).fill(value)
-    page.locator("summary", has_text="More settings").click()
-    page.get_by_label("Golden negative depth", exact=True).fill("10")
+    wizard_fill(page, dataset, name="shapes, end to end", queries=3, k=2)
     assert page.locator("#workers-warning").is_hidden()  # two accounts: enough workers
     shot(page, "journey-1-wizard")
     with page.expect_navigation(url="**/batches/*/", timeout=120_000):
