@@ -69,6 +69,9 @@ class BatchConfig:
     # Adaptive: the share of each round's pairs drawn at random from the unjudged pairs, to
     # estimate how many positives remain (mitl.curation.estimate).
     estimate_share: float = 0.1
+    # Adaptive: stop the rounds once every direction's lower 95% bound of the estimated
+    # recall reaches this (a certified recall, pipeline.curation.rounds_continue); 0 = none.
+    target_recall: float = 0.0
     # The queries of this positive set (its `queries`, e.g. ECCV Caption's) instead of a
     # random sample; "" = sample (pipeline.launch.batch_create_with_queries).
     queries_from: str = ""
@@ -181,6 +184,10 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
         values["relevance"] = parse_relevance(values["relevance"])
     if "estimate_share" in values:
         values["estimate_share"] = _parse_share("estimate_share", values["estimate_share"])
+    if "target_recall" in values:
+        values["target_recall"] = _parse_share(
+            "target_recall", values["target_recall"], low=0.0, high=0.99
+        )
     if "qualification_pass" in values:
         values["qualification_pass"] = _parse_share(
             "qualification_pass", values["qualification_pass"], low=0.5, high=1.0
@@ -199,6 +206,12 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
         )
     if config.adaptive:
         _check_adaptive(config)
+    if config.target_recall and not (config.adaptive and config.estimate_share > 0):
+        raise ConfigError(
+            "batch config: `target_recall` needs the adaptive strategy with an "
+            "`estimate_share` above 0 (the recall is estimated from its random sample)",
+            key="target_recall",
+        )
     return config
 
 

@@ -46,11 +46,14 @@ def datasheet_markdown(
         "Caption, Chun et al. 2022): retrieval models proposed candidate pairs for sampled "
         "queries, crowd workers judged them on four levels, and the judgements were "
         "aggregated into verdicts. The positives of a query are its original positives, "
-        "the pairs judged positive, and any imported positive set, without invalid "
-        "captions. Releases are immutable: a new curation is a new version.\n",
+        "the pairs judged positive in any batch this release covers (one verdict per pair "
+        "from all their judgements), and any imported positive set, without invalid "
+        "captions. Releases are immutable: a new curation is a new version, which keeps "
+        "every earlier positive unless a later verdict overturns it.\n",
         _sources(manifest),
         _counts(stats),
         _completeness(stats),
+        _provenance(manifest, stats),
         _files(extra_files, manifest),
         _qrels_scale(),
         _evaluate(folder),
@@ -129,6 +132,7 @@ def _completeness(stats: Mapping[str, Any]) -> str:
         d: v["estimate"] for d, v in curation.get("directions", {}).items() if v.get("estimate")
     }
     if not estimates:
+        lines.append(_target_line(curation, {}))
         lines.append(
             "No estimate of the positives still missing: only the adaptive strategy spends a "
             "share of its judgements on the random sample it needs.\n"
@@ -146,10 +150,59 @@ def _completeness(stats: Mapping[str, Any]) -> str:
             f"{e['unfound_high']:.0f}) | {e['recall']:.3f} ({e['recall_low']:.3f}–"
             f"{e['recall_high']:.3f}){f': {warning}' if warning else ''} |"
         )
+    lines.append(_target_line(curation, estimates))
     lines.append(
         f"\nEstimated recall: {RECALL_TRUTH}. Estimated from a stratified random sample of "
         "the pairs left unjudged, judged by the same crowd (inverse-probability weights).\n"
     )
+    return "\n".join(lines)
+
+
+def _target_line(curation: Mapping[str, Any], estimates: Mapping[str, Any]) -> str:
+    """Say whether the rounds reached the curator's target recall (its lower bound)."""
+    target = curation.get("target_recall")
+    if not target:
+        return ""
+    lows = [e["recall_low"] for e in estimates.values()]
+    if lows and min(lows) >= target:
+        return f"Target recall {target:.2f}: reached (every lower 95% bound is at least it).\n"
+    return (
+        f"Target recall {target:.2f}: not reached; the rounds stopped first (budget spent, "
+        "finished by an admin, or nothing left to choose).\n"
+    )
+
+
+DATASHEET_CHANGES = 50  # removed positives the datasheet lists; stats.json lists more
+
+
+def _provenance(manifest: Mapping[str, Any], stats: Mapping[str, Any]) -> str:
+    """Which batch found the crowd's positives, and what changed since the last version."""
+    lines = ["## Provenance\n"]
+    by_batch = stats.get("positives_by_batch") or {}
+    if by_batch:
+        lines.append(
+            "Crowd positives by the batch that first chose the pair (one verdict per pair "
+            f"from every covered batch's approved judgements, rule `{manifest['rule']}`): "
+            + ", ".join(f"batch {batch}: {count}" for batch, count in by_batch.items())
+            + ". `verdicts.csv` names every batch and round behind each verdict.\n"
+        )
+    changes = stats.get("changes")
+    if not changes:
+        lines.append("This is the first version of this release.\n")
+        return "\n".join(lines)
+    lines.append(
+        f"Since version {changes['since_version']}: {changes['added']} positives added, "
+        f"{changes['removed']} removed.\n"
+    )
+    removed = changes.get("removed_pairs", [])[:DATASHEET_CHANGES]
+    if removed:
+        lines += ["| direction | query | target | why removed |", "|---|---|---|---|"]
+        lines += [
+            f"| {r['direction']} | {r['query']} | {r['target']} | {r['reason']} |" for r in removed
+        ]
+        if changes["removed"] > len(removed):
+            lines.append(f"\n… and {changes['removed'] - len(removed)} more (see stats.json).")
+        lines.append("")
     return "\n".join(lines)
 
 

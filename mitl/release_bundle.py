@@ -77,6 +77,7 @@ class VerdictRecord:
     confidence: float
     n_judgements: int
     distribution: Mapping[str, int]  # answers per level
+    stages: Sequence[tuple[int, int]] = ()  # (batch, round) of every choice of the pair
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class JudgementRecord:
     hit: int
     assignment: int
     assignment_status: str
+    round: int = 0  # the round of the batch whose HIT showed the pair
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,7 @@ def curation_summary(
         "adjudication": config.adjudication if config.adaptive else None,
         "rounds": rounds,
         "budget_judgements": config.budget_judgements or None,
+        "target_recall": config.target_recall or None,
         "judgements_spent": report.get("judgements_spent"),
         "directions": {
             direction: {"found": values["found"], "estimate": values["estimate"]}
@@ -284,6 +287,8 @@ def verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "confidence": round(record.confidence, 6),
         "n_judgements": record.n_judgements,
         **{level.value: record.distribution.get(level.value, 0) for level in Level},
+        "batches": " ".join(str(b) for b in dict.fromkeys(b for b, _ in record.stages)),
+        "rounds": " ".join(f"{b}:{r}" for b, r in record.stages),
     }
 
 
@@ -300,6 +305,7 @@ def judgement_row(record: JudgementRecord, *, key: str) -> dict[str, Any]:
         "elapsed_ms": record.elapsed_ms,
         "worker": worker_pseudonym(record.worker, key=key),
         "batch": record.batch,
+        "round": record.round,
         "hit": record.hit,
         "assignment": record.assignment,
         "assignment_status": record.assignment_status,

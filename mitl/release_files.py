@@ -53,6 +53,8 @@ VERDICT_COLUMNS: tuple[str, ...] = (
     "weak_yes",
     "weak_no",
     "no",
+    "batches",  # the batches whose judgements decided the pair, space-separated
+    "rounds",  # every batch:round that chose the pair
 )
 
 PositivesByQuery = dict[str, list[int]]

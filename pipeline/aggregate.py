@@ -9,17 +9,12 @@ from django.db import transaction
 
 from annotation.judgements_counted import judgements_counted
 from annotation.models import (
-    AssignmentStatus,
     Batch,
     Candidate,
-    ItemRole,
-    Judgement,
     PositivePair,
     PositiveSet,
     PositiveSource,
     Verdict,
-    golden_checked,
-    mturk_unconfirmed,
 )
 from mitl.aggregation import WorkerAnswer, aggregate
 from mitl.config import BatchConfig
@@ -27,6 +22,7 @@ from mitl.judgements import Level
 
 from .bulk import POSITIVE_PAIR_FIELDS, rows_insert
 from .progress import StageTracker
+from .truth import golden_answers
 
 VERDICT_FIELDS = (
     "candidate_id",
@@ -70,7 +66,7 @@ def verdicts_aggregate(
     ]
     known: dict[Hashable, bool] = {}
     if config.aggregation == "dawid_skene":
-        answers += _golden_answers(batch, known)
+        answers += golden_answers([batch.pk], known)
     pairs = dict(
         (pk, (image_id, caption_id))
         for pk, image_id, caption_id in Candidate.objects.filter(batch=batch).values_list(
@@ -117,27 +113,3 @@ def verdicts_aggregate(
         positives=len(positives),
         unjudged=len(pairs) - len(verdict_rows),
     )
-
-
-def _golden_answers(batch: Batch, known: dict[Hashable, bool]) -> list[WorkerAnswer]:
-    """Return the golden answers of the batch's submitted work; record their truth in `known`.
-
-    A golden pair is one task however many HITs show it, keyed apart from candidates.
-    Suspended goldens (`annotation.goldens`) are left out: their "truth" is likely wrong.
-    """
-    answers = []
-    for image_id, caption_id, role, worker_id, level in (
-        Judgement.objects.filter(
-            golden_checked("item__"),  # a suspended golden is likely wrong: no known truth
-            assignment__hit__batch=batch,
-        )
-        .exclude(assignment__status__in=[AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED])
-        .exclude(mturk_unconfirmed("assignment__"))
-        .values_list(
-            "item__image_id", "item__caption_id", "item__role", "assignment__worker_id", "level"
-        )
-    ):
-        task = ("golden", image_id, caption_id)
-        known[task] = role == ItemRole.GOLDEN_TP
-        answers.append(WorkerAnswer(task=task, worker=str(worker_id), level=Level(level)))
-    return answers

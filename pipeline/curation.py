@@ -29,6 +29,7 @@ from annotation.models import (
     Direction,
     Image,
     PositivePair,
+    PositiveSource,
     Query,
     Ranking,
 )
@@ -40,13 +41,14 @@ from mitl.curation.estimate import (
     RoundSample,
     StratumSample,
     pooled_rates,
-    remaining_estimate,
     strata_sizes,
 )
 from mitl.curation.policies import PolicySettings
 from mitl.curation.rankings import Pair, QueryRankings
 
-REPORT_KEY = "curation"  # in Batch.reports
+from .recall import REPORT_KEY, recall_estimate, sample_designs
+from .truth import cumulative_verdicts, judged_batches
+
 # In Batch.reports: the round after which an admin asked the batch to stop looping and
 # release (`pipeline.round_controls.rounds_finish_after`); absent: rounds go on as planned.
 FINISH_KEY = "finish_after_round"
@@ -69,7 +71,8 @@ class CurationInputs:
 
     queries: list[QueryRow]
     rankings: list[QueryRankings]
-    outcomes: dict[Pair, bool]  # judged pairs of the batch → positive verdict
+    # judged pairs → positive verdict: the batch's, and other batches' on its queries
+    outcomes: dict[Pair, bool]
     pending: set[Pair]  # candidates without a verdict yet
     known: set[Pair]  # known positives: every positive set of the dataset, own captions
     image_pks: np.ndarray
@@ -109,10 +112,11 @@ def curation_inputs(
             outcomes[(image_id, caption_id)] = positive
     images = [q.item_id for q in queries if q.direction == Direction.I2T]
     captions = [q.item_id for q in queries if q.direction == Direction.T2I]
+    # Human sets are per batch; the crowd's truth comes from the judgements themselves.
     known = set(
         PositivePair.objects.filter(positive_set__dataset_id=batch.dataset_id)
         .filter(Q(image_id__in=images) | Q(caption_id__in=captions))
-        .exclude(positive_set__name=f"human-batch-{batch.pk}")
+        .exclude(positive_set__source=PositiveSource.HUMAN)
         .values_list("image_id", "caption_id")
     )
     known.update(
@@ -120,6 +124,7 @@ def curation_inputs(
         .filter(is_invalid=False)  # an invalid caption is not among the targets
         .values_list("image_id", "pk")
     )
+    _earlier_outcomes_add(batch, config, outcomes, pending, (set(images), set(captions)))
     return CurationInputs(
         queries=queries,
         rankings=rankings,
@@ -139,6 +144,30 @@ def curation_inputs(
             dtype=np.int64,
         ),
     )
+
+
+def _earlier_outcomes_add(
+    batch: Batch,
+    config: BatchConfig,
+    outcomes: dict[Pair, bool],
+    pending: set[Pair],
+    query_items: tuple[set[int], set[int]],
+) -> None:
+    """Add what other batches of the dataset decided on these queries' pairs to `outcomes`.
+
+    One verdict per pair from all their approved work (`pipeline.truth`): a later batch
+    never judges such a pair again, counts its positives as found, and its policy learns
+    from them. The batch's own verdicts stay as they are.
+    """
+    others = [pk for pk in judged_batches(batch) if pk != batch.pk]
+    if not others:
+        return
+    images, captions = query_items
+    for pair, verdict in cumulative_verdicts(batch_ids=others, rule=config.aggregation).items():
+        if pair in outcomes or pair in pending:
+            continue
+        if pair[0] in images or pair[1] in captions:
+            outcomes[pair] = verdict.spec.is_positive
 
 
 def _pair(query: QueryRow, target: int) -> Pair:
@@ -268,27 +297,39 @@ def round_samples(
 def curation_report(*, batch: Batch, config: BatchConfig) -> dict[str, Any]:
     """Recompute and store the estimate of the positives not found, per direction.
 
-    Found: the known positives of the queries (every positive set of the dataset) and the
-    batch's positive verdicts. Also lists the queries with the most positives expected to
-    remain (each stratum's pooled yield times the query's unjudged pairs in it). A fixed
-    batch drew no sample: it gets what was found and no estimate, without reading its
-    rankings.
+    Found: the known positives of the queries (the dataset's original and imported sets)
+    and every positive of the dataset's cumulative truth on them (`pipeline.truth`: this
+    batch's verdicts and every earlier batch's). The estimate combines the random samples
+    of every batch that sampled these queries (`pipeline.recall`). Also lists the queries
+    with the most positives expected to remain (each stratum's pooled yield times the
+    query's unjudged pairs in it). A fixed batch drew no sample: it gets what was found and
+    no estimate, without reading its rankings.
     """
     inputs = curation_inputs(batch=batch, config=config, with_rankings=config.adaptive)
-    found_pairs = inputs.known | {pair for pair, positive in inputs.outcomes.items() if positive}
+    batch_ids = judged_batches(batch)
+    verdicts = cumulative_verdicts(batch_ids=batch_ids, rule=config.aggregation)
+    found_pairs = inputs.known | {pair for pair, v in verdicts.items() if v.spec.is_positive}
     taken = set(inputs.outcomes) | inputs.pending | inputs.known
     members = _membership(inputs)
+    designs = sample_designs(batch_ids) if config.adaptive else None
     directions: dict[str, Any] = {}
     for direction in (Direction.I2T, Direction.T2I):
         items, side = members[direction]
         if not items:
             continue
         found = sum(pair[side] in items for pair in found_pairs)
-        if not config.adaptive:
+        if designs is None:
             directions[direction] = {"estimate": None, "found": found, "queries_most_remaining": []}
             continue
+        estimate = recall_estimate(
+            designs=designs,
+            direction=direction,
+            query_items=frozenset(items),
+            verdicts=verdicts,
+            found=found,
+            known=frozenset(inputs.known),
+        )
         samples = round_samples(batch, inputs, direction=direction)
-        estimate = remaining_estimate(found, samples)
         directions[direction] = {
             "estimate": None if estimate is None else estimate.to_json(),
             "found": found,
@@ -297,6 +338,8 @@ def curation_report(*, batch: Batch, config: BatchConfig) -> dict[str, Any]:
             ),
         }
     report = {
+        "target_recall": config.target_recall or None,
+        "target_reached": target_reached(config, {"directions": directions}),
         "strategy": config.strategy,
         "adjudication": config.adjudication if config.adaptive else None,
         "round": batch.round,
@@ -349,8 +392,9 @@ def _queries_most_remaining(
 def rounds_continue(*, batch: Batch, config: BatchConfig, report: Mapping[str, Any]) -> bool:
     """Say whether an adaptive batch runs another round after this aggregation.
 
-    It stops when an admin asked it to finish after this round (`FINISH_KEY`), when the
-    budget cannot buy one more HIT, when the last round got no approved work (closed
+    It stops when an admin asked it to finish after this round (`FINISH_KEY`), once every
+    direction's lower recall bound reached the config's `target_recall`, when the budget
+    cannot buy one more HIT, when the last round got no approved work (closed
     early, or nothing left to choose), after `MAX_ROUNDS`, or once the upper 95% bound of
     every direction's unfound positives is below `STOP_SHARE` of those found (a small
     sample with no positive is no proof that none remain).
@@ -368,12 +412,24 @@ def rounds_continue(*, batch: Batch, config: BatchConfig, report: Mapping[str, A
     if not last_round_judged:
         return False
     estimates = [d["estimate"] for d in report.get("directions", {}).values()]
+    if target_reached(config, report):
+        return False
     return not (
         estimates
         and all(
             e is not None and e["unfound_high"] <= STOP_SHARE * max(e["found"], 1)
             for e in estimates
         )
+    )
+
+
+def target_reached(config: BatchConfig, report: Mapping[str, Any]) -> bool:
+    """Say whether every direction's lower 95% recall bound reached `target_recall`."""
+    estimates = [d["estimate"] for d in report.get("directions", {}).values()]
+    return bool(
+        config.target_recall
+        and estimates
+        and all(e is not None and e["recall_low"] >= config.target_recall for e in estimates)
     )
 
 

@@ -1,6 +1,7 @@
 """Releasing: extended positive sets (original ∪ human ∪ imported, minus invalid captions).
 
-`release_create` reads a batch into plain data (`mitl.release_bundle.ReleaseSources`),
+`release_create` reads what a release covers (`pipeline.release_scope`: by default every
+released batch of the dataset) into plain data (`mitl.release_bundle.ReleaseSources`),
 builds the bundle with `mitl.release_bundle.release_bundle_build` and writes it atomically
 (`mitl.release_files.write_release_dir`) with its database row.
 """
@@ -8,8 +9,7 @@ builds the bundle with `mitl.release_bundle.release_bundle_build` and writes it 
 from __future__ import annotations
 
 import shutil
-from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,42 +19,50 @@ from django.db.models import Max
 
 from annotation.errors import ServiceError
 from annotation.models import (
-    HIT,
     ORIGINAL_SET,
-    Assignment,
-    AssignmentStatus,
     Batch,
-    Candidate,
-    Direction,
-    Judgement,
     PositivePair,
     PositiveSet,
     PositiveSource,
-    Query,
     Release,
-    Verdict,
 )
-from mitl.config import BatchConfig, parse_relevance
+from mitl.config import BatchConfig, batch_config, parse_relevance
 from mitl.release_bundle import (
     InvalidCaption,
-    JudgementRecord,
     ProxyQrels,
     ReleaseBundle,
     ReleaseSources,
     SourceSet,
-    VerdictRecord,
     curation_summary,
     extra_files_check,
     release_bundle_build,
 )
-from mitl.release_files import bundle_checksum_path, bundle_path, write_release_dir
+from mitl.release_files import (
+    bundle_checksum_path,
+    bundle_path,
+    positives_by_query,
+    write_release_dir,
+)
 from mitl.relevance.images import Progress
 from mitl.relevance.proxies import proxy_spec
 
-from .aggregate import human_set_name
 from .bias import bias_report_build
 from .curation import REPORT_KEY as CURATION_REPORT
+from .release_scope import (
+    ReleaseScope,
+    human_positives,
+    judgement_records,
+    positives_by_batch,
+    release_changes,
+    release_estimates,
+    release_scope,
+    verdict_records,
+    work_stats,
+)
 from .relevance import RELEASE_AGGREGATION, proxy_qrels_files
+
+# The source set a release lists for the crowd's positives (the cumulative truth).
+HUMAN_SOURCE = "human"
 
 
 def release_create(
@@ -65,16 +73,20 @@ def release_create(
     include_sets: Sequence[str] = (),
     extra_files: Mapping[str, str] | None = None,
     relevance: Sequence[str] | None = None,
+    only_batch: bool = False,
     progress: Progress | None = None,
 ) -> Release:
     """Write a new version of release `name` (default: the dataset's name) for the batch.
 
-    The positives are the original set ∪ the batch's human verdicts ∪ each imported set
-    named in `include_sets`, without invalid captions. `extra_files` maps further file
-    names (e.g. "bias_report.html") to their text; they join the release and its zip.
-    `relevance` (default: the config's) names caption proxies whose graded qrels the
-    release carries (qrels_<proxy>_i2t.txt, qrels_<proxy>_t2i.txt); their matrices are
-    computed in blocks (`progress`) and cached for the leaderboard's graded metrics.
+    The release covers every released batch of the dataset and this one (`only_batch`:
+    this one alone, for studies): the union of their queries, whose positives are the
+    original set ∪ every pair the dataset's cumulative truth holds positive
+    (`pipeline.release_scope`) ∪ each imported set named in `include_sets`, without invalid
+    captions. `extra_files` maps further file names (e.g. "bias_report.html") to their
+    text; they join the release and its zip. `relevance` (default: the config's) names
+    caption proxies whose graded qrels the release carries (qrels_<proxy>_i2t.txt,
+    qrels_<proxy>_t2i.txt); their matrices are computed in blocks (`progress`) and cached
+    for the leaderboard's graded metrics.
     """
     name = name or batch.dataset.name
     imported = _imported_sets(batch, include_sets)
@@ -84,12 +96,14 @@ def release_create(
         extra_files_check(extra_files, proxies)
     except ValueError as error:
         raise ServiceError(str(error)) from None
+    scope = release_scope(batch=batch, config=config, only_batch=only_batch)
     sources = release_sources_read(
         batch=batch,
         config=config,
+        scope=scope,
         name=name,
         version=_next_version(name),
-        set_names=[ORIGINAL_SET, human_set_name(batch), *imported],
+        set_names=[ORIGINAL_SET, *imported],
         proxies=proxies,
         extra_files=extra_files,
         progress=progress,
@@ -106,7 +120,7 @@ def release_create(
                 path=str(final_dir),
                 manifest=manifest,
             )
-            release.batches.add(batch)
+            release.batches.add(*scope.batch_ids)
     except BaseException:
         # No release on disk without its database row.
         shutil.rmtree(final_dir, ignore_errors=True)
@@ -120,6 +134,7 @@ def release_sources_read(
     *,
     batch: Batch,
     config: BatchConfig,
+    scope: ReleaseScope,
     name: str,
     version: int,
     set_names: Sequence[str],
@@ -127,30 +142,43 @@ def release_sources_read(
     extra_files: Mapping[str, str],
     progress: Progress | None = None,
 ) -> ReleaseSources:
-    """Read what a release of the batch is built from, as plain data.
+    """Read what a release is built from, as plain data.
 
-    That is the named positive sets' valid pairs, the batch's queries, work, verdicts,
-    judgements (a stream, read while the release is written) and reports, and the
-    proxies' graded qrels, computed here (`progress`).
+    That is the named positive sets' valid pairs and the cumulative truth's positives on
+    the scope's queries, the covered batches' work, verdicts, judgements (a stream, read
+    while the release is written), the batch's reports, and the proxies' graded qrels,
+    computed here (`progress`).
     """
-    image_queries, caption_queries = _query_ext_ids(batch)
+    image_queries, caption_queries = scope.image_queries, scope.caption_queries
+    extended = _pairs(batch, set_names) | human_positives(scope)
+    shipped = _on_queries(extended, image_queries, caption_queries)
+    curation = curation_summary(
+        config=config, report=batch.reports.get(CURATION_REPORT, {}), rounds=batch.round + 1
+    )
+    curation["directions"] = release_estimates(scope, shipped)
+    i2t, t2i = positives_by_query(
+        extended, image_queries=image_queries, caption_queries=caption_queries
+    )
+    work = {
+        **work_stats(scope.batch_ids, scope),
+        "positives_by_batch": positives_by_batch(scope, shipped),
+        "changes": release_changes(name=name, scope=scope, i2t=i2t, t2i=t2i),
+    }
     return ReleaseSources(
         name=name,
         version=version,
         dataset=batch.dataset.name,
         rule=config.aggregation,
-        rules={batch.pk: config.aggregation},
-        source_sets=_source_sets(batch, set_names),
+        rules=_batch_rules(scope.batch_ids),
+        source_sets=_with_human_source(_source_sets(batch, set_names), scope, config),
         image_queries=image_queries,
         caption_queries=caption_queries,
         original_pairs=_pairs(batch, [ORIGINAL_SET]),
-        extended_pairs=_pairs(batch, set_names),
-        work=_work_stats(batch),
-        curation=curation_summary(
-            config=config, report=batch.reports.get(CURATION_REPORT, {}), rounds=batch.round + 1
-        ),
-        verdicts=_verdict_records(batch),
-        judgements=_judgement_records(batch),
+        extended_pairs=extended,
+        work=work,
+        curation=curation,
+        verdicts=verdict_records(scope),
+        judgements=judgement_records(scope.batch_ids),
         invalid_captions=_invalid_captions(batch),
         pseudonym_key=settings.SECRET_KEY,
         diversity=batch.reports.get("diversity"),
@@ -158,6 +186,37 @@ def release_sources_read(
         relevance=_proxy_qrels(batch, proxies, image_queries, caption_queries, progress),
         extra_files=extra_files,
     )
+
+
+def _on_queries(
+    pairs: set[tuple[int, int]], image_queries: Sequence[int], caption_queries: Sequence[int]
+) -> set[tuple[int, int]]:
+    """The pairs a release ships: those of its image or caption queries."""
+    images, captions = set(image_queries), set(caption_queries)
+    return {pair for pair in pairs if pair[0] in images or pair[1] in captions}
+
+
+def _with_human_source(
+    sets: Sequence[SourceSet], scope: ReleaseScope, config: BatchConfig
+) -> list[SourceSet]:
+    """The source sets with the crowd's cumulative positives after the original set."""
+    batches = ", ".join(str(pk) for pk in scope.batch_ids)
+    human = SourceSet(
+        HUMAN_SOURCE,
+        PositiveSource.HUMAN.value,
+        f"Pairs judged positive in batch(es) {batches}: one verdict per pair from all their "
+        f"approved judgements ({config.aggregation} rule).",
+        len(human_positives(scope)),
+    )
+    return [sets[0], human, *sets[1:]]
+
+
+def _batch_rules(batch_ids: Sequence[int]) -> dict[int, str]:
+    """Each covered batch's own aggregation rule, in batch order."""
+    return {
+        batch.pk: batch_config(batch).aggregation
+        for batch in Batch.objects.filter(pk__in=list(batch_ids)).order_by("pk")
+    }
 
 
 def _bundle_write(bundle: ReleaseBundle, final_dir: Path) -> dict[str, Any]:
@@ -252,27 +311,6 @@ def _invalid_captions(batch: Batch) -> list[InvalidCaption]:
     ]
 
 
-def _verdict_records(batch: Batch) -> list[VerdictRecord]:
-    """Return every verdict of the batch on a valid caption, by pair."""
-    return [
-        VerdictRecord(*row)
-        for row in Verdict.objects.filter(
-            candidate__batch=batch, candidate__caption__is_invalid=False
-        )
-        .order_by("candidate__image__ext_id", "candidate__caption__ext_id")
-        .values_list(
-            "candidate__image__ext_id",
-            "candidate__caption__ext_id",
-            "rule",
-            "is_positive",
-            "score",
-            "confidence",
-            "n_judgements",
-            "distribution",
-        )
-    ]
-
-
 def _next_version(name: str) -> int:
     """Return the next version of a release name, past any folder already on disk too.
 
@@ -289,17 +327,6 @@ def _next_version(name: str) -> int:
     return max([in_database, *on_disk]) + 1
 
 
-def _query_ext_ids(batch: Batch) -> tuple[list[int], list[int]]:
-    queries = Query.objects.filter(batch=batch)
-    images = list(queries.filter(direction=Direction.I2T).values_list("image__ext_id", flat=True))
-    captions = list(
-        queries.filter(direction=Direction.T2I, caption__is_invalid=False).values_list(
-            "caption__ext_id", flat=True
-        )
-    )
-    return images, captions
-
-
 def _pairs(batch: Batch, set_names: Sequence[str]) -> set[tuple[int, int]]:
     return set(
         PositivePair.objects.filter(
@@ -308,65 +335,3 @@ def _pairs(batch: Batch, set_names: Sequence[str]) -> set[tuple[int, int]]:
             caption__is_invalid=False,
         ).values_list("image__ext_id", "caption__ext_id")
     )
-
-
-def _work_stats(batch: Batch) -> dict[str, Any]:
-    """Count the batch's work, judgements and verdicts on invalid captions apart.
-
-    They are left out of `judgements` and `verdicts` as the positives and verdicts.csv
-    leave those captions out (judgements.jsonl keeps every raw answer). HITs, candidates
-    and assignments are counted whole: a HIT with one invalid caption was still worked.
-    """
-    judgements = Judgement.objects.filter(assignment__hit__batch=batch)
-    verdicts = Verdict.objects.filter(candidate__batch=batch)
-    valid_verdicts = verdicts.filter(candidate__caption__is_invalid=False)
-    assignment_status = Counter(
-        Assignment.objects.filter(hit__batch=batch).values_list("status", flat=True)
-    )
-    return {
-        "candidates": Candidate.objects.filter(batch=batch).count(),
-        "hits": HIT.objects.filter(batch=batch).count(),
-        "assignments": dict(sorted(assignment_status.items())),
-        "judgements": judgements.filter(item__caption__is_invalid=False).count(),
-        "judgements_on_invalid_captions": judgements.filter(item__caption__is_invalid=True).count(),
-        "verdicts": {
-            "positive": valid_verdicts.filter(is_positive=True).count(),
-            "negative": valid_verdicts.filter(is_positive=False).count(),
-        },
-        "verdicts_on_invalid_captions": verdicts.filter(
-            candidate__caption__is_invalid=True
-        ).count(),
-    }
-
-
-def _judgement_records(batch: Batch) -> Iterator[JudgementRecord]:
-    """Stream every raw answer of the batch but those of accepted (not yet submitted) work."""
-    rows = (
-        Judgement.objects.filter(assignment__hit__batch=batch)
-        .exclude(assignment__status=AssignmentStatus.ACCEPTED)
-        .order_by("assignment__hit__index", "assignment_id", "item__position")
-        .values_list(
-            "item__image__ext_id",
-            "item__caption__ext_id",
-            "item__role",
-            "level",
-            "shortcomings",
-            "wrong_concepts",
-            "other_text",
-            "elapsed_ms",
-            "assignment__worker__source",
-            "assignment__worker__external_id",
-            "assignment__hit__index",
-            "assignment_id",
-            "assignment__status",
-        )
-    )
-    for *answer, source, worker, hit, assignment, status in rows.iterator(chunk_size=5000):
-        yield JudgementRecord(
-            *answer,
-            worker=f"{source}:{worker}",
-            batch=batch.pk,
-            hit=hit,
-            assignment=assignment,
-            assignment_status=status,
-        )

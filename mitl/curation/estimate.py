@@ -184,6 +184,7 @@ class RemainingEstimate:
     low: float  # 95% interval of the unfound positives
     high: float
     rounds_used: int
+    variance: float = 0.0  # of `unfound`, before it was clipped at zero
 
     @property
     def recall(self) -> float:
@@ -277,7 +278,7 @@ def remaining_estimate(found: int, samples: Sequence[RoundSample]) -> RemainingE
         estimates.append((single[0], single[1], judged / population**2))
     if exact:
         value = sum(exact) / len(exact)
-        return RemainingEstimate(found, max(value, 0.0), max(value, 0.0), max(value, 0.0), 1)
+        return RemainingEstimate(found, max(value, 0.0), max(value, 0.0), max(value, 0.0), 1, 0.0)
     if not estimates:
         return None
     weight_sum = sum(w for *_, w in estimates)
@@ -290,6 +291,33 @@ def remaining_estimate(found: int, samples: Sequence[RoundSample]) -> RemainingE
         low=max(unfound - half, 0.0),
         high=max(unfound + half, 0.0),
         rounds_used=len(estimates),
+        variance=variance,
+    )
+
+
+def estimates_sum(found: int, parts: Sequence[RemainingEstimate]) -> RemainingEstimate | None:
+    """Add up estimates of disjoint parts of a population (independent samples).
+
+    The unfound positives and their variances add; the interval is the sum's own. None
+    without parts.
+    """
+    if not parts:
+        return None
+    if len(parts) == 1:
+        part = parts[0]
+        return RemainingEstimate(
+            found, part.unfound, part.low, part.high, part.rounds_used, part.variance
+        )
+    unfound = sum(part.unfound for part in parts)
+    variance = sum(part.variance for part in parts)
+    half = Z_95 * math.sqrt(variance)
+    return RemainingEstimate(
+        found=found,
+        unfound=unfound,
+        low=max(unfound - half, 0.0),
+        high=unfound + half,
+        rounds_used=max(part.rounds_used for part in parts),
+        variance=variance,
     )
 
 

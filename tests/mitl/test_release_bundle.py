@@ -58,6 +58,7 @@ def verdict(image: int, caption: int, *, positive: bool, score: float) -> Verdic
         confidence=0.6666666666,
         n_judgements=3,
         distribution={"yes": 2, "no": 1},
+        stages=((3, 0), (3, 2), (5, 1)),
     )
 
 
@@ -186,6 +187,8 @@ def test_verdict_rows_round_scores_and_count_every_level():
         "weak_yes": 0,
         "weak_no": 0,
         "no": 1,
+        "batches": "3 5",
+        "rounds": "3:0 3:2 5:1",
     }
 
 
@@ -287,6 +290,7 @@ def test_the_curation_summary_names_the_adjudication_of_adaptive_batches_only():
         "adjudication": "bandit",
         "rounds": 3,
         "budget_judgements": 100,
+        "target_recall": None,
         "judgements_spent": 90,
         "directions": {"i2t": {"found": 4, "estimate": {"recall": 0.8}}},
     }

@@ -270,6 +270,8 @@ VERDICTS = [
         "weak_yes": 1,
         "weak_no": 0,
         "no": 0,
+        "batches": "3",
+        "rounds": "3:0",
         "ignored": "not a column",
     }
 ]
@@ -280,7 +282,8 @@ def test_verdicts_csv_has_the_fixed_header_and_one_row_per_verdict(tmp_path):
     write(final, verdicts=VERDICTS)
     text = (final / VERDICTS_FILE).read_text()
     assert text.splitlines()[0] == (
-        "image_id,caption_id,rule,is_positive,score,confidence,n_judgements,yes,weak_yes,weak_no,no"
+        "image_id,caption_id,rule,is_positive,score,confidence,n_judgements,yes,weak_yes,weak_no,no,"
+        "batches,rounds"
     )
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows == [{column: str(VERDICTS[0][column]) for column in VERDICT_COLUMNS}]

@@ -176,7 +176,7 @@ def test_the_datasheet_describes_this_release(batch):
     release = released(batch)
     text = (Path(release.path) / "README.md").read_text()
     assert text.startswith("# small v1\n")
-    assert "`eccv`" in text and f"`human-batch-{batch.pk}`" in text
+    assert "`eccv`" in text and "`human`" in text
     stats = json.loads((Path(release.path) / "stats.json").read_text())
     assert f"judgements: {stats['judgements']}" in text
 
@@ -184,7 +184,7 @@ def test_the_datasheet_describes_this_release(batch):
 def test_the_manifest_records_sources_rule_and_counts(batch):
     release = released(batch)
     manifest = release.manifest
-    assert manifest["sources"] == ["original", f"human-batch-{batch.pk}"]
+    assert manifest["sources"] == ["original", "human"]
     assert [s["source"] for s in manifest["source_sets"]] == ["original", "human"]
     human = PositivePair.objects.filter(positive_set__name=f"human-batch-{batch.pk}")
     assert manifest["source_sets"][1]["pairs"] == human.count()
@@ -229,7 +229,7 @@ def test_an_included_imported_set_joins_the_positives_at_the_top_grade(batch):
     folder = Path(second.path)
     assert (image, caption) in positives_of(folder, "image_to_caption.json")
     assert read_qrels(folder / "qrels_i2t.txt")[(image, caption)] == 3
-    assert second.manifest["sources"] == ["original", f"human-batch-{batch.pk}", "cxc"]
+    assert second.manifest["sources"] == ["original", "human", "cxc"]
     assert second.manifest["source_sets"][2] == {
         "name": "cxc",
         "source": "imported",

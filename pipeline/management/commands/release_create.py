@@ -19,8 +19,9 @@ class Command(BaseCommand):
         "(ECCV Caption format), judgements.jsonl, verdicts.csv, graded qrels "
         "(qrels_i2t.txt, qrels_t2i.txt, and per --relevance proxy), stats.json, a README.md "
         "datasheet and manifest.json, plus the same files zipped as RELEASES_DIR/NAME/VERSION.zip. "
-        "Positives: original ∪ the batch's verdicts ∪ each --include-set, without invalid "
-        "captions."
+        "It covers every released batch of the dataset (--only-batch: this one alone). "
+        "Positives: original ∪ the pairs judged positive (one verdict per pair from every "
+        "covered batch's approved judgements) ∪ each --include-set, without invalid captions."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -33,6 +34,12 @@ class Command(BaseCommand):
             dest="include_sets",
             metavar="NAME",
             help="merge an imported positive set of the dataset (repeatable)",
+        )
+        parser.add_argument(
+            "--only-batch",
+            action="store_true",
+            help="cover this batch alone (for studies); by default a release covers every "
+            "released batch of the dataset: the union of their queries and positives",
         )
         parser.add_argument(
             "--extra-file",
@@ -74,6 +81,7 @@ class Command(BaseCommand):
                 config=batch_config(batch),
                 name=options["name"],
                 include_sets=options["include_sets"],
+                only_batch=options["only_batch"],
                 extra_files=extra_files,
                 relevance=list(dict.fromkeys(options["relevance"]))
                 if options["relevance"]
