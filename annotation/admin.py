@@ -99,6 +99,16 @@ class EvaluationAdmin(admin.ModelAdmin):
     raw_id_fields = ("release", "submitted_by")
 
 
+@admin.register(models.EvaluationJob)
+class EvaluationJobAdmin(admin.ModelAdmin):
+    """Leaderboard uploads being scored; the rankings themselves are left out of the page."""
+
+    list_display = ("pk", "model_name", "release", "status", "done", "total", "created_at")
+    list_filter = ("status",)
+    raw_id_fields = ("release", "evaluation", "submitted_by")
+    exclude = ("rankings",)
+
+
 @admin.register(models.RelevanceCalibration)
 class RelevanceCalibrationAdmin(admin.ModelAdmin):
     list_display = ("dataset", "created_at")

@@ -14,7 +14,7 @@ end, whatever the broker:
 - `leases_recover` (Celery beat, every 30 s) sends again every task whose heartbeat is
   TASK_STALE_S old (its worker died) or that waited TASK_QUEUED_STALE_S for a worker (its
   message was lost with the broker's memory). After TASK_MAX_RESENDS it gives up, and
-  says why on the task's batch or import job.
+  says why on the task's batch, import job or evaluation job.
 
 The tasks themselves stay idempotent, so the original message, redelivered hours later,
 changes nothing. Without a broker tasks run eagerly in the caller's process: there is no
@@ -39,18 +39,28 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from .models import Batch, BatchState, ImportJob, ImportStatus, LeaseState, TaskLease
+from .models import (
+    Batch,
+    BatchState,
+    EvaluationJob,
+    EvaluationJobStatus,
+    ImportJob,
+    ImportStatus,
+    LeaseState,
+    TaskLease,
+)
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class LeaseSpec:
-    """What a task works on: its lease key, and the batch or import job to tell if it fails."""
+    """What a task works on: its lease key, and the batch or job to tell if it fails."""
 
     key: str
     batch_id: int | None = None
     import_job_id: int | None = None
+    evaluation_job_id: int | None = None
 
 
 def task_queue(task: Task, args: Sequence[Any], spec: LeaseSpec) -> None:
@@ -191,6 +201,7 @@ def _lease_write(
                 key=spec.key,
                 batch_id=spec.batch_id,
                 import_job_id=spec.import_job_id,
+                evaluation_job_id=spec.evaluation_job_id,
                 **fields,
                 **(created_with or {}),
             )
@@ -216,6 +227,16 @@ def _abandon_owner(lease: TaskLease) -> None:
         ).update(
             status=ImportStatus.FAILED,
             error=f"the import lost its worker {tries} times (killed, e.g. out of memory)",
+            finished_at=timezone.now(),
+        )
+    if lease.evaluation_job_id is not None:
+        EvaluationJob.objects.filter(
+            pk=lease.evaluation_job_id,
+            status__in=[EvaluationJobStatus.QUEUED, EvaluationJobStatus.RUNNING],
+        ).update(
+            status=EvaluationJobStatus.FAILED,
+            error=f"the scoring lost its worker {tries} times (killed, e.g. out of memory)",
+            rankings=None,
             finished_at=timezone.now(),
         )
 

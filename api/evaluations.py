@@ -1,11 +1,17 @@
-"""Evaluations (any logged-in account): submit a model's rankings on a release, read the board."""
+"""Evaluations (any logged-in account): submit a model's rankings on a release, read the board.
+
+POST /api/releases/<id>/evaluations/ checks the rankings against the limits every way in
+shares (`pipeline.evaluation_jobs.evaluation_limits`) while the request waits, then answers
+202 with the queued job; GET …/evaluations/jobs/<job id>/ gives its status, progress and,
+once done, the leaderboard row (the pattern of api/imports.py).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -15,13 +21,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.errors import ServiceError
-from annotation.models import Evaluation, Release
-from mitl.evaluation_inputs import DIRECTIONS, EvaluationError, rankings_parse
-from pipeline.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
+from annotation.models import Evaluation, EvaluationJob, Release
+from mitl.evaluation_inputs import DIRECTIONS, EvaluationError
+from mitl.ranking_limits import RankingLimits, rankings_limited, size_refusal
+from pipeline.evaluate import MODEL_NAME_MAX, leaderboard_of
+from pipeline.evaluation_jobs import evaluation_job_visible, evaluation_limits
 from pipeline.explain import may_read_explanation, shown_explanation
+from pipeline.tasks import evaluation_job_submit
 
 from .errors import ErrorSerializer
-from .parsers import JSONParser, size_text
+from .parsers import JSONParser
 
 METRICS_HELP = (
     '{"i2t": {"recall@1": …, "r_precision": …, "map_at_r": …, "ndcg@10": …, "queries": …}, '
@@ -82,9 +91,38 @@ class LeaderboardSerializer(serializers.Serializer):
     agreement = serializers.DictField(child=AgreementSerializer(), help_text="Per direction.")
 
 
+class EvaluationJobSerializer(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField()
+    evaluation = EvaluationSerializer(
+        allow_null=True,
+        read_only=True,
+        help_text="The leaderboard row, once the job is done (null until then).",
+    )
+
+    class Meta:
+        model = EvaluationJob
+        fields = [
+            "id",
+            "url",
+            "release",
+            "model_name",
+            "status",
+            "done",
+            "total",
+            "error",
+            "evaluation",
+            "created_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_url(self, job: EvaluationJob) -> str:
+        return reverse("api:evaluation-job", args=[job.release_id, job.pk])
+
+
 @extend_schema_field(OpenApiTypes.OBJECT)
 class RankingsField(serializers.Field):
-    """Rankings as the JSON parser gave them; `rankings_parse` checks them, in one pass."""
+    """Rankings as the JSON parser gave them; `rankings_limited` checks them, in one pass."""
 
     def to_internal_value(self, data: Any) -> Any:
         return data
@@ -94,7 +132,7 @@ class RankingsField(serializers.Field):
 
 
 class RankingsSubmissionSerializer(serializers.Serializer):
-    """A model's rankings; context `max_queries` caps the ranked queries per direction."""
+    """A model's rankings; context `limits` (RankingLimits) caps their depth and queries."""
 
     model_name = serializers.CharField(max_length=MODEL_NAME_MAX)
     rankings = RankingsField(
@@ -103,28 +141,21 @@ class RankingsSubmissionSerializer(serializers.Serializer):
     )
 
     def validate_rankings(self, value: Any) -> dict[str, dict[int, list[int]]]:
+        limits: RankingLimits = self.context["limits"]
         try:
-            return rankings_parse(
-                value,
-                max_length=settings.EVALUATION_MAX_RANKING_LENGTH,
-                max_queries=self.context.get("max_queries"),
-            )
+            return rankings_limited(value, limits)
         except EvaluationError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
 
 class RankingsParser(JSONParser):
-    """JSON rankings up to EVALUATION_MAX_BODY_BYTES: they are scored while the client waits."""
+    """JSON rankings within the size limit every way in shares (EVALUATION_MAX_BODY_MB)."""
 
-    max_bytes_setting = "EVALUATION_MAX_BODY_BYTES"
+    def max_bytes(self) -> int | None:
+        return evaluation_limits().max_bytes
 
     def too_large(self, size: int, limit: int) -> str:
-        return (
-            f"the rankings have {size_text(size)}; the API takes at most {size_text(limit)} "
-            "(EVALUATION_MAX_BODY_MB). Rank each query of the release only as deep as the "
-            "metrics need, or score large rankings offline with `python manage.py evaluate "
-            "--release <release dir> --rankings <file>`"
-        )
+        return size_refusal(size, limit)
 
 
 @extend_schema(tags=["evaluations"])
@@ -156,41 +187,58 @@ class ReleaseEvaluationsView(APIView):
     @extend_schema(
         request=RankingsSubmissionSerializer,
         responses={
-            201: EvaluationSerializer,
-            200: OpenApiResponse(
-                EvaluationSerializer,
-                description="The model already had a row: the same rankings return it "
-                "unchanged, other rankings replace its metrics.",
+            202: OpenApiResponse(
+                EvaluationJobSerializer,
+                description="The rankings are within the limits and queued for scoring: "
+                "follow `url` (also the Location header) until `status` is done or failed.",
             ),
         },
     )
     def post(self, request: Request, release_id: int) -> Response:
-        """Score a model's rankings on the release and store its leaderboard row."""
+        """Check a model's rankings against the limits and queue their scoring on the release."""
         release = get_object_or_404(Release.objects.select_related("dataset"), pk=release_id)
-        # A ranked query is an image or caption of the dataset: more keys is a wrong file.
-        dataset = release.dataset
-        max_queries = {"i2t": dataset.images.count(), "t2i": dataset.captions.count()}
         serializer = RankingsSubmissionSerializer(
-            data=request.data, context={"max_queries": max_queries}
+            data=request.data, context={"limits": evaluation_limits(release=release)}
         )
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        existed = Evaluation.objects.filter(
-            release=release, model_name=data["model_name"].strip()
-        ).exists()
         try:
-            evaluation = evaluation_submit(
+            job = evaluation_job_submit(
                 release=release,
                 model_name=data["model_name"],
                 rankings=data["rankings"],
                 submitted_by=request.user,
             )
-        except ServiceError as exc:  # the name was checked above: the rankings do not fit
-            raise serializers.ValidationError({"rankings": [str(exc)]}) from None
-        return Response(
-            EvaluationSerializer(evaluation).data,
-            status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+        except ServiceError as exc:  # the rankings were checked above: the name is at fault
+            raise serializers.ValidationError({"model_name": [str(exc)]}) from None
+        body = EvaluationJobSerializer(job).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
+@extend_schema(tags=["evaluations"])
+class EvaluationJobView(APIView):
+    """The scoring of rankings sent to a leaderboard."""
+
+    @extend_schema(
+        responses={
+            200: EvaluationJobSerializer,
+            404: OpenApiResponse(
+                ErrorSerializer,
+                description="No such job on this release, or another account sent it.",
+            ),
+        }
+    )
+    def get(self, request: Request, release_id: int, job_id: int) -> Response:
+        """A job's status (queued, running, done, failed), its progress, error and result."""
+        job = (
+            EvaluationJob.objects.select_related("evaluation")
+            .defer("rankings")
+            .filter(pk=job_id, release_id=release_id)
+            .first()
         )
+        if not evaluation_job_visible(job, request.user):
+            raise NotFound(f"release {release_id} has no evaluation job {job_id} of yours")
+        return Response(EvaluationJobSerializer(job).data)
 
 
 @extend_schema(tags=["evaluations"])

@@ -48,6 +48,11 @@ urlpatterns = [
         name="release-evaluations",
     ),
     path(
+        "releases/<int:release_id>/evaluations/jobs/<int:job_id>/",
+        evaluations.EvaluationJobView.as_view(),
+        name="evaluation-job",
+    ),
+    path(
         "releases/<int:release_id>/evaluations/<int:evaluation_id>/explanation/",
         evaluations.EvaluationExplanationView.as_view(),
         name="evaluation-explanation",

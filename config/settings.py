@@ -302,8 +302,9 @@ CACHES = {
 # would leave the session alive in the others' memory.
 SESSION_ENGINE = "annotation.sessions" if CACHE_URL else "django.contrib.sessions.backends.db"
 
-# Rankings sent to the leaderboard API are scored while the request waits: these caps keep
-# that to seconds. Larger rankings are scored offline with `manage.py evaluate`.
+# The limits on a rankings file, one set for every way in (the leaderboard page, the API, the
+# `evaluate` and `explain` commands; mitl/ranking_limits.py): they keep the scoring task to
+# seconds. Larger rankings are scored offline with `manage.py evaluate --no-limits`.
 EVALUATION_MAX_BODY_BYTES = _env_int("EVALUATION_MAX_BODY_MB", 20, minimum=1) * 2**20
 EVALUATION_MAX_RANKING_LENGTH = _env_int("EVALUATION_MAX_RANKING_LENGTH", 1000, minimum=10)
 

@@ -9,6 +9,7 @@ from .views import (
     instructions,
     leaderboard,
     leaderboard_files,
+    leaderboard_jobs,
     mturk,
     pages,
     qualification,
@@ -103,6 +104,16 @@ urlpatterns = [
         "releases/<int:release_id>/leaderboard/example.json",
         leaderboard_files.leaderboard_example,
         name="leaderboard-example",
+    ),
+    path(
+        "releases/<int:release_id>/leaderboard/jobs/<int:job_id>/",
+        leaderboard_jobs.evaluation_job_page,
+        name="leaderboard-job",
+    ),
+    path(
+        "releases/<int:release_id>/leaderboard/jobs/<int:job_id>/status/",
+        leaderboard_jobs.evaluation_job_status,
+        name="leaderboard-job-status",
     ),
     path(
         "releases/<int:release_id>/leaderboard/<int:evaluation_id>/explain/",

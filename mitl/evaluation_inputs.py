@@ -11,8 +11,8 @@ Inputs
 
 Checks (an `EvaluationError` that names the file and what is wrong): both directions are
 present; ids are integers of at most 64 bits; no list holds an id twice; a key appears once;
-a verdict's score is a number in [0, 1]. The API also caps how many queries and how deep a
-ranking may be (`rankings_parse`).
+a verdict's score is a number in [0, 1]. `rankings_parse` also caps how many queries and how
+deep a ranking may be, with the limits every way in shares (`mitl.ranking_limits`).
 
 Gains for nDCG
     With `verdicts.csv`, a pair that has a verdict row gains its `score` (the crowd's
@@ -48,6 +48,17 @@ RankingsByDirection = dict[str, dict[int, list[int]]]  # {"i2t": {query: ranking
 
 class EvaluationError(ValueError):
     """A release or rankings file that cannot be evaluated; the message says which and why."""
+
+
+class RankingLimitError(EvaluationError):
+    """Rankings over a limit (`mitl.ranking_limits`): `limit` names it ("size", "depth",
+    "queries"), `value` is what the rankings have and `maximum` what the limit allows."""
+
+    def __init__(self, message: str, *, limit: str, value: int, maximum: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
 
 
 @dataclass(eq=False)
@@ -164,8 +175,12 @@ def _id_lists(
     if not isinstance(data, dict):
         raise EvaluationError(f"{what} must be a JSON object of id lists, not {_kind(data)}")
     if max_keys is not None and len(data) > max_keys:
-        raise EvaluationError(
-            f"{what} ranks {len(data)} queries, more than the {max_keys} there are to rank"
+        raise RankingLimitError(
+            f"{what} ranks {len(data)} queries, more than the {max_keys} there are to rank "
+            "(the query limit: the dataset's images for i2t, its captions for t2i)",
+            limit="queries",
+            value=len(data),
+            maximum=max_keys,
         )
     parsed: dict[int, list[int]] = {}
     for key, values in data.items():
@@ -179,10 +194,14 @@ def _id_lists(
         if query in parsed:
             raise EvaluationError(f"{what}: id {query} appears twice as a key")
         if max_length is not None and isinstance(values, list) and len(values) > max_length:
-            raise EvaluationError(
+            raise RankingLimitError(
                 f"{what}: the list of {key!r} has {len(values)} ids, more than the "
-                f"{max_length} accepted; rank each query only as deep as the metrics need "
-                "(its number of positives for R-Precision and mAP@R, 10 for nDCG@10)"
+                f"{max_length} accepted (the depth limit, EVALUATION_MAX_RANKING_LENGTH); "
+                "rank each query only as deep as the metrics need (its number of positives "
+                "for R-Precision and mAP@R, 10 for nDCG@10)",
+                limit="depth",
+                value=len(values),
+                maximum=max_length,
             )
         # One pass in C over the list's element types (a bool is not an id).
         if not isinstance(values, list) or not set(map(type, values)) <= _INT_ONLY:
@@ -221,8 +240,8 @@ def rankings_parse(
 ) -> RankingsByDirection:
     """Check the shape of parsed rankings JSON and return it with integer ids.
 
-    With `max_length`, a ranking of more targets than that is refused (the API's cap);
-    with `max_queries` (per direction), more ranked queries than that.
+    With `max_length`, a ranking of more targets than that is refused; with `max_queries`
+    (per direction), more ranked queries than that (`mitl.ranking_limits` passes both).
     """
     if not isinstance(data, dict):
         raise EvaluationError(

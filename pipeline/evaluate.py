@@ -10,6 +10,7 @@ image also get the COCO 1K/5K recalls. A release that carries proxy qrels (its m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -56,42 +57,70 @@ def _may_replace(stored: Evaluation, submitted_by: AbstractBaseUser | None) -> b
     return submitted_by.is_staff or stored.submitted_by_id == submitted_by.pk
 
 
+# Called with (steps done, steps in all) as scoring goes: an evaluation job's progress.
+Progress = Callable[[int, int], None]
+SUBMIT_STEPS = 5  # the release read, the metrics, the graded metrics, the explanation, the row
+
+
+def evaluation_name_check(
+    *, release: Release, model_name: str, submitted_by: AbstractBaseUser | None = None
+) -> str:
+    """Return the model name, stripped, if this account may store it on the release.
+
+    Raises ServiceError for an empty or too long name, or a model another account submitted
+    (checked again when the rankings are scored: `evaluation_submit`).
+    """
+    model_name = model_name.strip()
+    if not model_name or len(model_name) > MODEL_NAME_MAX:
+        raise ServiceError(f"the model name must have 1 to {MODEL_NAME_MAX} characters")
+    stored = Evaluation.objects.filter(release=release, model_name=model_name).first()
+    if stored is not None and not _may_replace(stored, submitted_by):
+        raise ServiceError(
+            f"model {model_name!r} was submitted by another account; choose another name"
+        )
+    return model_name
+
+
 def evaluation_submit(
     *,
     release: Release,
     model_name: str,
     rankings: RankingsByDirection,
     submitted_by: AbstractBaseUser | None = None,
+    progress: Progress | None = None,
 ) -> Evaluation:
     """Score a model's rankings on a release and store them as its leaderboard row.
 
     The same rankings again return the stored row untouched; other rankings under the
     same model name replace its metrics, when the same account (or staff) sends them.
-    Bad rankings raise ServiceError, storing nothing.
+    Bad rankings raise ServiceError, storing nothing. `progress` hears each step.
     """
-    model_name = model_name.strip()
-    if not model_name or len(model_name) > MODEL_NAME_MAX:
-        raise ServiceError(f"the model name must have 1 to {MODEL_NAME_MAX} characters")
+    step = progress or (lambda done, total: None)
+    model_name = evaluation_name_check(
+        release=release, model_name=model_name, submitted_by=submitted_by
+    )
     checksum = rankings_sha256(rankings)
     stored = Evaluation.objects.filter(release=release, model_name=model_name).first()
     if stored is not None and stored.rankings_sha256 == checksum:
+        step(SUBMIT_STEPS, SUBMIT_STEPS)
         return stored
-    if stored is not None and not _may_replace(stored, submitted_by):
-        raise ServiceError(
-            f"model {model_name!r} was submitted by another account; choose another name"
-        )
+    step(0, SUBMIT_STEPS)
     try:
         truth = release_load(release.path)
+        step(1, SUBMIT_STEPS)
         split = None
         if _ranks_beyond_queries(truth.positives, rankings):
             split = caption_split_of(dataset=release.dataset)
         metrics = evaluate(truth, rankings, split=split)
     except EvaluationError as exc:
         raise ServiceError(str(exc)) from None
+    step(2, SUBMIT_STEPS)
     graded = _graded_metrics(release, truth, rankings)
     for direction in DIRECTIONS:
         metrics[direction].update(graded[direction])
+    step(3, SUBMIT_STEPS)
     explanation = evaluation_explanation(release=release, truth=truth, rankings=rankings)
+    step(4, SUBMIT_STEPS)
     with transaction.atomic():
         evaluation, _ = Evaluation.objects.update_or_create(
             release=release,
@@ -103,6 +132,7 @@ def evaluation_submit(
                 "submitted_by": submitted_by,
             },
         )
+    step(SUBMIT_STEPS, SUBMIT_STEPS)
     return evaluation
 
 

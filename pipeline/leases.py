@@ -29,3 +29,8 @@ def chunk_lease(batch_id: int, annotator_id: int, query_ids: list[int]) -> Lease
 def close_lease(batch_id: int) -> LeaseSpec:
     """The lease of `mitl.close_annotation` for one batch."""
     return LeaseSpec(key=f"batch:{batch_id}:close", batch_id=batch_id)
+
+
+def evaluation_lease(job_id: int) -> LeaseSpec:
+    """The lease of `mitl.run_evaluation` for one evaluation job."""
+    return LeaseSpec(key=f"evaluation:{job_id}", evaluation_job_id=job_id)

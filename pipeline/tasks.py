@@ -4,13 +4,15 @@ The tasks are thin, idempotent and given ids: each runs one service (`pipeline.s
 which returns what comes next (`StageNext`) instead of queueing it, and the task queues
 that here (`next_queue`). Callers above (`pipeline.launch`, the `batch_run` command, the
 API, the pages' round controls) queue through the functions here too; the pages ask here
-whether the work they just stored completes a round (`annotation_close_check_queue`).
+whether the work they just stored completes a round (`annotation_close_check_queue`), and
+queue the scoring of a leaderboard upload (`evaluation_job_submit`).
 
 A task queued inside a transaction would let a worker read the batch before its new state
 is saved, so every task goes out once the transaction commits (at once outside one).
 Without a broker Celery runs tasks eagerly, so the next stage then runs in this process,
-on commit. Stage, chunk and close tasks are leased (annotation/task_leases.py; their keys
-in pipeline/leases.py): a lost worker's task is sent again, a duplicate does nothing.
+on commit. Stage, chunk, close and evaluation tasks are leased (annotation/task_leases.py;
+their keys in pipeline/leases.py): a lost worker's task is sent again, a duplicate does
+nothing.
 """
 
 from __future__ import annotations
@@ -18,19 +20,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from typing import Any
 
 from celery import shared_task
 from django.db import OperationalError, transaction
 
 from annotation.faults import fault_pause
-from annotation.models import Batch, BatchState
+from annotation.models import Batch, BatchState, EvaluationJob, Release
 from annotation.rounds import batches_round_complete
 from annotation.task_leases import lease_held, task_queue
 from annotation.tasks import mturk_publish_queue
 from mitl.config import batch_config
+from mitl.evaluation_inputs import RankingsByDirection
 from pipeline.autopilot import AutopilotStep
 from pipeline.autopilot import crowd_autopilot as autopilot_run
-from pipeline.leases import chunk_lease, close_lease, stage_lease
+from pipeline.evaluation_jobs import evaluation_job_create, evaluation_job_run
+from pipeline.leases import chunk_lease, close_lease, evaluation_lease, stage_lease
 from pipeline.stages import (
     StageNext,
     batch_start,
@@ -101,6 +106,24 @@ def close_complete_rounds() -> list[int]:
     worker); the pages ask themselves (`annotation_close_check_queue`).
     """
     return complete_rounds_close_queue()
+
+
+@shared_task(
+    name="mitl.run_evaluation",
+    bind=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+    acks_late=True,
+    soft_time_limit=3600,
+    time_limit=3660,
+)
+def run_evaluation(self, job_id: int) -> str:
+    """Score an evaluation job's rankings on its release (pipeline/evaluation_jobs.py)."""
+    with lease_held(self, evaluation_lease(job_id)) as held:
+        if held:
+            return evaluation_job_run(job_id=job_id).status
+    return EvaluationJob.objects.get(pk=job_id).status
 
 
 AUTOPILOT_POLL_S = 2
@@ -219,6 +242,23 @@ def failures_to_batch(queue: Callable[[], None]) -> None:
             logger.exception("a stage run after closing a round failed; its batch records why")
 
     transaction.on_commit(run_logged)
+
+
+def evaluation_job_submit(
+    *, release: Release, model_name: str, rankings: RankingsByDirection, submitted_by: Any = None
+) -> EvaluationJob:
+    """Store checked rankings as an evaluation job and queue its scoring once it commits.
+
+    See `evaluation_jobs.evaluation_job_create`; with eager Celery and no outer transaction
+    the job has run when this returns.
+    """
+    return evaluation_job_create(
+        release=release,
+        model_name=model_name,
+        rankings=rankings,
+        submitted_by=submitted_by,
+        on_created=lambda job_id: task_queue(run_evaluation, [job_id], evaluation_lease(job_id)),
+    )
 
 
 def crowd_autopilot_queue(*, batch_id: int) -> None:

@@ -25,7 +25,14 @@ from .dataset import (
 )
 from .imports import ImportJob, ImportKind, ImportStatus
 from .leases import LeaseState, TaskLease
-from .results import Evaluation, Release, RelevanceCalibration, Verdict
+from .results import (
+    Evaluation,
+    EvaluationJob,
+    EvaluationJobStatus,
+    Release,
+    RelevanceCalibration,
+    Verdict,
+)
 from .training import (
     Instructions,
     QualificationAnswer,
@@ -61,6 +68,8 @@ __all__ = [
     "Direction",
     "Embedding",
     "Evaluation",
+    "EvaluationJob",
+    "EvaluationJobStatus",
     "HITItem",
     "Image",
     "ImportJob",

@@ -7,6 +7,7 @@ from django.db.models import Q
 
 from .batch import Batch
 from .imports import ImportJob
+from .results import EvaluationJob
 
 
 class LeaseState(models.TextChoices):
@@ -40,6 +41,9 @@ class TaskLease(models.Model):
     )
     import_job = models.ForeignKey(
         ImportJob, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    evaluation_job = models.ForeignKey(
+        EvaluationJob, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
 
     class Meta:

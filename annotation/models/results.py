@@ -1,4 +1,4 @@
-"""Results: aggregated verdicts per pair and immutable releases."""
+"""Results: aggregated verdicts per pair, immutable releases and models scored on them."""
 
 from __future__ import annotations
 
@@ -87,6 +87,56 @@ class Evaluation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_name} on {self.release}"
+
+
+class EvaluationJobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class EvaluationJob(models.Model):
+    """Rankings sent to a leaderboard, scored in the background (pipeline/evaluation_jobs.py).
+
+    The rankings were checked against the limits when they came; they stay here until the
+    job has run, then are dropped (the evaluation keeps their checksum).
+    """
+
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="evaluation_jobs")
+    model_name = models.CharField(max_length=200)
+    rankings = models.JSONField(
+        null=True, blank=True, help_text="The checked rankings, until the job has run."
+    )
+    status = models.CharField(
+        max_length=16, choices=EvaluationJobStatus.choices, default=EvaluationJobStatus.QUEUED
+    )
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, help_text="Why the rankings could not be scored.")
+    evaluation = models.ForeignKey(
+        Evaluation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=EvaluationJobStatus.values),
+                name="evaluation_job_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="failed") | ~Q(error=""),
+                name="evaluation_job_failure_has_error",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"evaluation job {self.pk} of {self.model_name} ({self.status})"
 
 
 class RelevanceCalibration(models.Model):

@@ -2,90 +2,46 @@
 
 from __future__ import annotations
 
-import json
-
-from django import forms
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from annotation.errors import ServiceError
-from annotation.models import Evaluation, Release
+from annotation.models import Evaluation, EvaluationJob, Release
 from frontend.views.item_images import neutral_image_response
-from mitl.evaluation_inputs import (
-    DIRECTIONS,
-    EvaluationError,
-    RankingsByDirection,
-    rankings_parse,
-)
+from mitl.evaluation_inputs import DIRECTIONS
 from mitl.explain.html import EXPLAIN_CSS, render_explanation
-from pipeline.evaluate import MODEL_NAME_MAX, evaluation_submit, leaderboard_of
+from pipeline.evaluate import leaderboard_of
+from pipeline.evaluation_jobs import evaluation_limits
 from pipeline.explain import explanation_image, may_read_explanation, shown_explanation
 
 from .leaderboard_files import best_values, leaderboard_csv_response, leaderboard_values
+from .leaderboard_jobs import RankingsUploadForm, rankings_upload_submit
 
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
-
-
-class RankingsUploadForm(forms.Form):
-    model_name = forms.CharField(max_length=MODEL_NAME_MAX, label="Model name")
-    rankings = forms.FileField(
-        label="Rankings (JSON)",
-        # Escaped: Django renders help text as HTML, where <image id> would be a tag.
-        help_text=escape(
-            '{"i2t": {"<image id>": [caption ids, best first]}, "t2i": {"<caption id>": '
-            "[image ids, best first]}}, every query of the release ranked; at most 50 MB."
-        ),
-    )
-
-    def clean_rankings(self) -> RankingsByDirection:
-        """Refuse files over the size limit, that are not JSON, or of the wrong shape."""
-        upload = self.cleaned_data["rankings"]
-        if upload.size > MAX_UPLOAD_BYTES:
-            raise forms.ValidationError(
-                f"The file has {upload.size / 2**20:.1f} MB; the limit is "
-                f"{MAX_UPLOAD_BYTES / 2**20:.0f} MB."
-            )
-        try:
-            data = json.loads(upload.read())
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise forms.ValidationError(f"{upload.name} is not valid JSON ({exc}).") from None
-        try:
-            return rankings_parse(data)
-        except EvaluationError as exc:
-            raise forms.ValidationError(f"{upload.name}: {exc}") from None
+RECENT_JOBS = 5  # the account's latest uploads listed under the form
 
 
 @login_required
 def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
-    """Show every model's metrics on a release (as CSV with ?format=csv); take rankings by POST."""
+    """Show every model's metrics on a release (as CSV with ?format=csv); take rankings by POST.
+
+    Good rankings are queued for scoring and the browser goes to the job's page.
+    """
     release = get_object_or_404(Release.objects.select_related("dataset"), pk=release_id)
     if request.method == "GET" and request.GET.get("format") == "csv":
         return leaderboard_csv_response(release)
     status = 200
+    limits = evaluation_limits(release=release)
     if request.method == "POST":
-        form = RankingsUploadForm(request.POST, request.FILES)
-        if form.is_valid():
-            try:
-                evaluation = evaluation_submit(
-                    release=release,
-                    model_name=form.cleaned_data["model_name"],
-                    rankings=form.cleaned_data["rankings"],
-                    submitted_by=request.user,
-                )
-            except ServiceError as exc:
-                form.add_error("rankings", str(exc))
-            else:
-                messages.success(request, f"Evaluated {evaluation.model_name}.")
-                return redirect("frontend:leaderboard", release_id=release.pk)
+        form = RankingsUploadForm(request.POST, request.FILES, limits=limits)
+        job = rankings_upload_submit(request, release, form)
+        if job is not None:
+            return redirect("frontend:leaderboard-job", release_id=release.pk, job_id=job.pk)
         status = 400
     else:
-        form = RankingsUploadForm()
+        form = RankingsUploadForm(limits=limits)
     board = leaderboard_of(release=release)
     values = leaderboard_values(board)
     bests = best_values(values)
@@ -129,6 +85,9 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
         "rows": rows,
         "agreement": agreement,
         "enough_models": len(board.evaluations) >= 2,
+        "jobs": EvaluationJob.objects.filter(release=release, submitted_by=request.user)
+        .defer("rankings")
+        .order_by("-created_at")[:RECENT_JOBS],
     }
     return render(request, "frontend/leaderboard.html", context, status=status)
 

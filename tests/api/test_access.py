@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.urls import get_resolver, resolve
 
-from annotation.models import Evaluation
+from annotation.models import Evaluation, EvaluationJob
 from tests.explain_data import evaluation_explanation
 
 from .conftest import ROLES, answers_for, rankings_for
@@ -44,6 +44,14 @@ PLACEHOLDERS: dict[str, Callable[[Fixtures], Any]] = {
     "assignment": _fixture("own_assignment"),
     "review": _fixture("flagged_assignment"),
     "release": _fixture("release"),
+    # The annotator's own job: staff may follow it too.
+    "evaluation_job": lambda request: (
+        EvaluationJob.objects.create(
+            release=request.getfixturevalue("release"),
+            model_name="queued",
+            submitted_by=request.getfixturevalue("annotator_user"),
+        ).pk
+    ),
     "evaluation": lambda request: (
         Evaluation.objects.create(
             release=request.getfixturevalue("release"),
@@ -149,7 +157,8 @@ ENDPOINTS = [
     Endpoint("GET", "/api/releases/{release}/", READERS),
     Endpoint("GET", "/api/releases/{release}/download/", READERS),
     Endpoint("GET", "/api/releases/{release}/evaluations/", READERS),
-    Endpoint("POST", "/api/releases/{release}/evaluations/", (401, 201, 201), body=_evaluate),
+    Endpoint("POST", "/api/releases/{release}/evaluations/", (401, 202, 202), body=_evaluate),
+    Endpoint("GET", "/api/releases/{release}/evaluations/jobs/{evaluation_job}/", READERS),
     # An explanation shows dataset images: staff and its submitter only.
     Endpoint("GET", "/api/releases/{release}/evaluations/{evaluation}/explanation/", STAFF_ONLY),
 ]

@@ -36,6 +36,7 @@ from annotation.models import (
     Batch,
     Dataset,
     Evaluation,
+    EvaluationJob,
     HITItem,
     Image,
     ImportJob,
@@ -180,6 +181,15 @@ def _evaluation(request: Fixtures) -> int:
     ).pk
 
 
+def _evaluation_job(request: Fixtures) -> int:
+    """The annotator's own evaluation job: staff may follow it too."""
+    return EvaluationJob.objects.create(
+        release=request.getfixturevalue("release"),
+        model_name="queued",
+        submitted_by=request.getfixturevalue("annotator_user"),
+    ).pk
+
+
 def _explained_image(request: Fixtures) -> int:
     """Image 1 of the release's dataset, stored: the explanation's worst failure shows it."""
     buffer = io.BytesIO()
@@ -211,6 +221,7 @@ PLACEHOLDERS: dict[str, Callable[[Fixtures], Any]] = {
     "release": _pk("release"),
     "release_file": lambda request: I2T_FILE,
     "evaluation": _evaluation,
+    "evaluation_job": _evaluation_job,
     "explained_image": _explained_image,
     "hit": _pk("published_hit"),
     "hit_signature": lambda request: hit_signature(request.getfixturevalue("published_hit").pk),
@@ -333,6 +344,9 @@ PAGES = [
     Page("frontend:leaderboard", LOGGED_IN, ("release",)),
     Page("frontend:leaderboard-csv", LOGGED_IN, ("release",)),
     Page("frontend:leaderboard-example", LOGGED_IN, ("release",)),
+    # An upload's job: the account that sent it (the annotator here) and staff.
+    Page("frontend:leaderboard-job", LOGGED_IN, ("release", "evaluation_job")),
+    Page("frontend:leaderboard-job-status", LOGGED_IN, ("release", "evaluation_job")),
     # An explanation shows dataset images: staff and the model's submitter only.
     Page("frontend:explain", STAFF_ONLY, ("release", "evaluation")),
     Page("frontend:explain-image", STAFF_ONLY, ("release", "evaluation", "explained_image")),

@@ -13,9 +13,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from annotation.models import Caption, Dataset, Evaluation, Image, Release
-from frontend.views.leaderboard import RankingsUploadForm
 from frontend.views.leaderboard_files import best_values
+from frontend.views.leaderboard_jobs import RankingsUploadForm
 from mitl.release_files import write_release_dir
+from pipeline.evaluation_jobs import evaluation_limits
 
 pytestmark = pytest.mark.django_db
 
@@ -158,20 +159,24 @@ def test_the_example_ranks_every_query_positives_first(reader, release):
     assert sorted(data["t2i"]["11"]) == list(range(1, 13))
 
 
-def test_the_example_passes_the_uploads_own_validation(reader, release):
+def test_the_example_passes_the_uploads_own_validation(
+    reader, release, django_capture_on_commit_callbacks
+):
     content = example(reader, release)
     form = RankingsUploadForm(
         {"model_name": "example"},
         {"rankings": SimpleUploadedFile("example.json", content, "application/json")},
+        limits=evaluation_limits(release=release),
     )
     assert form.is_valid(), form.errors
-    response = reader.post(
-        board_url(release),
-        {
-            "model_name": "example",
-            "rankings": SimpleUploadedFile("example.json", content, "application/json"),
-        },
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = reader.post(
+            board_url(release),
+            {
+                "model_name": "example",
+                "rankings": SimpleUploadedFile("example.json", content, "application/json"),
+            },
+        )
     assert response.status_code == 302
     evaluation = Evaluation.objects.get(release=release, model_name="example")
     assert evaluation.metrics["i2t"]["recall@1"] == 1.0

@@ -240,3 +240,30 @@ def test_the_command_names_a_missing_release_or_captions_file(release, tmp_path)
             "--release", release.path, "--rankings", str(path),
             "--captions", str(tmp_path / "captions.tsv"),
         )  # fmt: skip
+
+
+def test_the_command_is_held_to_the_leaderboards_limits_unless_told(release, tmp_path, settings):
+    # The leaderboard's own depth limit: every caption (80) is deeper than 50.
+    settings.EVALUATION_MAX_RANKING_LENGTH = 50
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model_rankings(release, 1)))
+    args = ["--release", release.path, "--rankings", str(path), "--json"]
+
+    with pytest.raises(CommandError, match=r"model\.json: .* more than the 50 accepted \(the dep"):
+        run_evaluate(*args)
+    settings.EVALUATION_MAX_BODY_BYTES = 1024
+    with pytest.raises(CommandError, match=r"over the size limit of 1\.0 KB"):
+        run_evaluate(*args)
+    assert json.loads(run_evaluate(*args, "--no-limits"))["i2t"]["recall@1"] is not None
+
+
+def test_the_command_caps_the_queries_at_the_split_it_is_given(release, tmp_path, synthetic_files):
+    rankings = model_rankings(release, 1, everything=True)
+    rankings["t2i"][10**9] = rankings["t2i"][next(iter(rankings["t2i"]))]  # one caption too many
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(rankings))
+    captions = str(synthetic_files / "captions.tsv")
+    count = release.dataset.captions.count()
+
+    with pytest.raises(CommandError, match=f"ranks {count + 1} queries, more than the {count}"):
+        run_evaluate("--release", release.path, "--rankings", str(path), "--captions", captions)

@@ -1,7 +1,8 @@
-// Live progress: poll a JSON URL once a second and update the page's bars, no page reload.
+// Live progress: poll a JSON URL once a second and update the page's bars in place.
 // The JSON has the batch API's shape: {state, error, progress: [{stage, done, total,
 // finished}], human_work?, next_url?}; every element with a data-human-work path (e.g.
-// "current_round.approved") shows that value of human_work ("$" before data-format="money"). Polling stops once the state is one of data-stop-states.
+// "current_round.approved") shows that value of human_work ("$" before data-format="money"). Polling stops once the state is one of data-stop-states;
+// reaching one of data-reload-states reloads the page once, so the server draws the result.
 // No build step and no external code: it must run offline.
 
 const POLL_MS = 1000;
@@ -9,6 +10,7 @@ const MAX_POLL_MS = 30_000; // back off while the server does not answer
 
 const root = document.getElementById("live-progress");
 const stopStates = new Set((root?.dataset.stopStates ?? "").split(/\s+/).filter(Boolean));
+const reloadStates = new Set((root?.dataset.reloadStates ?? "").split(/\s+/).filter(Boolean));
 const statusLine = document.getElementById("live-status");
 // What the server drew around the bars (tables, reports) belongs to the state at load.
 const loadedState = root?.dataset.state;
@@ -76,6 +78,11 @@ async function poll(delay) {
     const data = await response.json();
     render(data);
     statusLine.textContent = "";
+    if (reloadStates.has(data.state) && data.state !== loadedState) {
+      root.dataset.live = "reloading";
+      window.location.reload();
+      return;
+    }
     if (stopStates.has(data.state)) {
       root.dataset.live = "stopped";
       return;

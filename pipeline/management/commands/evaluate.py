@@ -12,7 +12,6 @@ from mitl.evaluation_inputs import (
     EvaluationError,
     RankingsByDirection,
     ReleaseTruth,
-    rankings_read,
     release_load,
 )
 from mitl.formats.captions import CaptionRow, parse_captions_tsv
@@ -24,8 +23,10 @@ from mitl.graded_evaluation import (
     graded_evaluate,
     relevance_matrices,
 )
+from mitl.ranking_limits import UNLIMITED, rankings_file_limited
 from mitl.relevance.images import AGGREGATIONS
 from mitl.relevance.proxies import PROXIES
+from pipeline.evaluation_jobs import evaluation_limits
 from pipeline.relevance import captions_corpus
 
 
@@ -40,7 +41,9 @@ class Command(BaseCommand):
         "rankings of every image and caption in it, COCO 5K and 1K (5 folds of whole "
         "images) recalls are added, and --relevance PROXY adds graded metrics (nDCG@25, "
         "nDCG over the whole ranking, NCS@K, semantic recall@K, Recall@K limits) with the "
-        "relevance of a caption proxy or of the crowd's verdicts (docs/relevance.md). Example: "
+        "relevance of a caption proxy or of the crowd's verdicts (docs/relevance.md). The "
+        "file is held to the leaderboard's limits (size, ranking depth, queries: docs/api.md) "
+        "unless --no-limits. Example: "
         "evaluate --release var/releases/coco5k/1 --rankings model.json --json"
     )
 
@@ -79,6 +82,12 @@ class Command(BaseCommand):
             help="Recall@K limits treat items of relevance >= this as near-duplicates (0.8)",
         )
         parser.add_argument("--json", action="store_true", help="print JSON only")
+        parser.add_argument(
+            "--no-limits",
+            action="store_true",
+            help="score rankings over the leaderboard's limits (EVALUATION_MAX_BODY_MB, "
+            "EVALUATION_MAX_RANKING_LENGTH, and with --captions the split's images and captions)",
+        )
 
     def handle(self, *args: object, **options: Any) -> None:
         split, rows = None, []
@@ -93,7 +102,15 @@ class Command(BaseCommand):
             )
         try:
             release = release_load(str(options["release"]))
-            rankings = rankings_read(str(options["rankings"]))
+            # The queries there are to rank are the split's items; without a split, a query
+            # that is not the release's is refused anyway (`evaluate`).
+            counts = (
+                {"i2t": len(set(split.image_ids)), "t2i": len(split.caption_ids)}
+                if split is not None
+                else None
+            )
+            limits = UNLIMITED if options["no_limits"] else evaluation_limits(max_queries=counts)
+            rankings = rankings_file_limited(str(options["rankings"]), limits)
         except EvaluationError as exc:
             raise CommandError(str(exc)) from None
         try:

@@ -16,12 +16,13 @@ from mitl.evaluation_inputs import (
     RankingsByDirection,
     ReleaseTruth,
     keyed_rankings_read,
-    rankings_read,
     release_load,
 )
 from mitl.explain.adversarial import PERTURBATION_KINDS
 from mitl.explain.metrics import DEFAULT_SIZE_THRESHOLD
 from mitl.explain.table import summary_table
+from mitl.ranking_limits import UNLIMITED, rankings_file_limited
+from pipeline.evaluation_jobs import evaluation_limits
 from pipeline.explain import DEFAULT_WORST, release_dataset
 from pipeline.explain_adversarial import perturbed_queries
 from pipeline.explain_report import ExplainRequest, explain_report, report_write
@@ -94,6 +95,12 @@ class Command(BaseCommand):
             "--out", type=Path, help="output directory (default var/explain/<release>-<time>)"
         )
         parser.add_argument("--json", action="store_true", help="print the JSON report only")
+        parser.add_argument(
+            "--no-limits",
+            action="store_true",
+            help="read --rankings over the leaderboard's limits (size, ranking depth, the "
+            "dataset's images and captions: docs/api.md)",
+        )
 
     def handle(self, *args: object, **options: Any) -> None:
         if options["worst"] < 0:
@@ -104,10 +111,15 @@ class Command(BaseCommand):
         quiet = bool(options["json"])
         try:
             truth = release_load(release_dir)
-            rankings = rankings_read(options["rankings"]) if options["rankings"] else None
-            if rankings is not None:
-                _check_ranked(truth, rankings)
             dataset = release_dataset(release_dir, options["dataset"])
+            rankings = None
+            if options["rankings"]:
+                limits = UNLIMITED
+                if not options["no_limits"]:
+                    counts = {"i2t": dataset.images.count(), "t2i": dataset.captions.count()}
+                    limits = evaluation_limits(max_queries=counts)
+                rankings = rankings_file_limited(options["rankings"], limits)
+                _check_ranked(truth, rankings)
             if options["adversarial_queries_out"]:
                 self._write_queries(truth, dataset, options)
                 return
