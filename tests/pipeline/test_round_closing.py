@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -72,8 +73,22 @@ def test_the_last_approved_submission_closes_the_round_and_releases(
     assert annotating_batch.state == BatchState.RELEASED  # no command ran
 
 
+def approve_on_the_review_page(client, assignment: Assignment):
+    return client.post(
+        reverse("frontend:review-detail", args=[assignment.pk]), {"decision": "approve"}
+    )
+
+
+def approve_in_the_django_admin(client, assignment: Assignment):
+    return client.post(
+        reverse("admin:annotation_assignment_changelist"),
+        {"action": "approve", "_selected_action": [assignment.pk], "index": 0},
+    )
+
+
+@pytest.mark.parametrize("approve", [approve_on_the_review_page, approve_in_the_django_admin])
 def test_a_staff_approval_that_completes_the_round_closes_it(
-    client, annotating_batch, eager_celery, django_capture_on_commit_callbacks
+    client, annotating_batch, eager_celery, django_capture_on_commit_callbacks, approve
 ):
     last = judge_all_but_one(annotating_batch, [account("a"), account("b")])
     api_client(last.worker.user).post(
@@ -83,12 +98,12 @@ def test_a_staff_approval_that_completes_the_round_closes_it(
     )  # flagged: it waits for a person, the round with it
     annotating_batch.refresh_from_db()
     assert annotating_batch.state == BatchState.ANNOTATING
-    client.force_login(account("boss", is_staff=True))
+    boss = account("boss", is_staff=True)
+    boss.user_permissions.add(Permission.objects.get(codename="change_assignment"))
+    client.force_login(boss)
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(
-            reverse("frontend:review-detail", args=[last.pk]), {"decision": "approve"}
-        )
+        response = approve(client, last)
 
     assert response.status_code == 302
     annotating_batch.refresh_from_db()
