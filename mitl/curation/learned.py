@@ -14,6 +14,7 @@ positives they have, and that yield times the pair's best 1/√rank. Before both
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,34 +50,83 @@ def logistic_predict(weights: np.ndarray, features: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(weights[0] + features @ weights[1:])))
 
 
-def pair_features(
-    query: QueryRankings, annotators: Sequence[int], query_yield: float
-) -> dict[Pair, np.ndarray]:
-    """The features of every pair some annotator ranks for this query.
+def query_features(
+    query: QueryRankings, annotators: Sequence[int], outcomes: Mapping[Pair, bool]
+) -> tuple[list[Pair], np.ndarray, np.ndarray]:
+    """The features of every pair some annotator ranks for this query, one row per pair.
 
     Per annotator 1/√rank and "ranks it"; then the share of annotators that rank it, the
     query's yield, and the yield times the best 1/√rank, so that a rich query can lift its
     top ranks more than its deep ones (where rankings hold few positives whatever the query).
+    A judged pair's yield leaves its own answer out: with it the feature would hold the
+    label, and the model would trust it too much. Returns the pairs (first-ranked order),
+    their rows, and which of them are judged.
     """
-    width = 2 * len(annotators) + 3
-    features: dict[Pair, np.ndarray] = {}
+    index: dict[Pair, int] = {}
+    columns: list[tuple[int, list[int]]] = []
     for column, annotator in enumerate(annotators):
-        for rank, pair in enumerate(query.lists.get(annotator, ()), start=1):
-            row = features.get(pair)
-            if row is None:
-                row = features[pair] = np.zeros(width)
-            row[2 * column] = rank**-0.5
-            row[2 * column + 1] = 1.0
-    for row in features.values():
-        query_features_set(row, len(annotators), query_yield)
-    return features
+        ranked = query.lists.get(annotator, ())
+        columns.append((column, [index.setdefault(pair, len(index)) for pair in ranked]))
+    n = len(annotators)
+    rows = np.zeros((len(index), 2 * n + 3))
+    for column, positions in columns:
+        rows[positions, 2 * column] = np.arange(1, len(positions) + 1) ** -0.5
+        rows[positions, 2 * column + 1] = 1.0
+    pairs = list(index)
+    judged = np.array([pair in outcomes for pair in pairs], dtype=bool)
+    answers = np.array([bool(outcomes.get(pair, False)) for pair in pairs], dtype=float)
+    positives, count = answers.sum(), judged.sum()
+    query_yield = np.where(
+        judged, (1 + positives - answers) / (1 + count), (1 + positives) / (2 + count)
+    )
+    rows[:, -3] = rows[:, 1 : 2 * n : 2].sum(axis=1) / n
+    rows[:, -2] = query_yield
+    rows[:, -1] = query_yield * rows[:, 0 : 2 * n : 2].max(axis=1, initial=0.0)
+    return pairs, rows, judged
 
 
-def query_features_set(row: np.ndarray, n_annotators: int, query_yield: float) -> None:
-    """Fill a row's last three features: annotator share, query yield, their interaction."""
-    row[-3] = row[1 : 2 * n_annotators : 2].sum() / n_annotators
-    row[-2] = query_yield
-    row[-1] = query_yield * row[0 : 2 * n_annotators : 2].max()
+@dataclass(frozen=True)
+class GroupModel:
+    """One group's (direction's) untaken ranked pairs and the logistic fusion's view of them.
+
+    `probabilities` is None when the group has too few judged examples of either kind for a
+    fit. `tail` then too: each query's predicted rate for a pair no annotator ranks (every
+    rank feature 0, the query's own yield), an extrapolation that only orders the queries.
+    """
+
+    rows: list[tuple[int, Pair]]  # (query id, pair) of every untaken ranked pair
+    probabilities: np.ndarray | None
+    tail: dict[int, float] | None  # query id → predicted rate of an unranked pair
+
+
+def group_model(
+    queries: Sequence[QueryRankings], outcomes: Mapping[Pair, bool], taken: set[Pair]
+) -> GroupModel:
+    """Fit the logistic fusion on one group's judged pairs; predict its untaken ranked pairs."""
+    annotators = sorted({a for q in queries for a in q.lists})
+    rows: list[tuple[int, Pair]] = []
+    features: list[np.ndarray] = []
+    train_x: list[np.ndarray] = []
+    train_y: list[float] = []
+    yields: dict[int, float] = {}
+    for query in queries:
+        pairs, matrix, judged = query_features(query, annotators, outcomes)
+        answers = [float(outcomes[pair]) for pair, seen in zip(pairs, judged, strict=True) if seen]
+        yields[query.query_id] = (1 + sum(answers)) / (2 + len(answers))
+        train_x.append(matrix[judged])
+        train_y += answers
+        keep = [i for i, pair in enumerate(pairs) if not judged[i] and pair not in taken]
+        rows += [(query.query_id, pairs[i]) for i in keep]
+        features.append(matrix[keep])
+    labels = np.array(train_y)
+    if not rows or not (labels.sum() >= MIN_CLASS and (1 - labels).sum() >= MIN_CLASS):
+        return GroupModel(rows, None, None)
+    weights = logistic_fit(np.vstack(train_x), labels)
+    probabilities = logistic_predict(weights, np.vstack(features))
+    unranked = np.zeros((len(yields), 2 * len(annotators) + 3))
+    unranked[:, -2] = list(yields.values())  # no rank feature, no share: only the yield
+    tail = dict(zip(yields, logistic_predict(weights, unranked).tolist(), strict=True))
+    return GroupModel(rows, probabilities, tail)
 
 
 def learned_order(
@@ -90,48 +140,37 @@ def learned_order(
     is ordered by reciprocal rank fusion, query after query in turn (round-robin by fused
     rank), so the first round spreads over queries.
     """
-    scored: list[tuple[float, int, int, Pair]] = []
-    groups = sorted({q.group for q in rankings})
-    for group in groups:
+    rows: list[tuple[int, Pair]] = []  # (query id, pair), scored by (−p, depth) below
+    scores: list[np.ndarray] = []
+    depths: list[np.ndarray] = []
+    for group in sorted({q.group for q in rankings}):
         queries = [q for q in rankings if q.group == group]
-        annotators = sorted({a for q in queries for a in q.lists})
-        rows: list[tuple[int, Pair, np.ndarray]] = []
-        train_x, train_y = [], []
-        for query in queries:
-            ranked = {p for pairs in query.lists.values() for p in pairs}
-            judged = [outcomes[p] for p in ranked if p in outcomes]
-            positives, count = sum(judged), len(judged)
-            query_yield = (1 + positives) / (2 + count)
-            for pair, row in pair_features(query, annotators, query_yield).items():
-                if pair in outcomes:
-                    # Leave the pair's own answer out of its query's yield: with it the
-                    # feature would hold the label, and the model would trust it too much.
-                    left_out = (1 + positives - outcomes[pair]) / (1 + count)
-                    query_features_set(row, len(annotators), left_out)
-                    train_x.append(row)
-                    train_y.append(float(outcomes[pair]))
-                elif pair not in taken:
-                    rows.append((query.query_id, pair, row))
-        labels = np.array(train_y)
-        if not rows:
+        model = group_model(queries, outcomes, taken)
+        if not model.rows:
             continue  # every ranked pair of this group is judged or taken
-        if labels.sum() >= MIN_CLASS and (1 - labels).sum() >= MIN_CLASS:
-            weights = logistic_fit(np.array(train_x), labels)
-            probabilities = logistic_predict(weights, np.array([row for *_, row in rows]))
-            scored += [
-                (-float(p), 0, query_id, pair)
-                for (query_id, pair, _), p in zip(rows, probabilities, strict=True)
-            ]
-        else:
-            candidates = {(query_id, pair) for query_id, pair, _ in rows}
-            for query in queries:
-                fused = [p for p in fused_ranking(query.lists) if (query.query_id, p) in candidates]
-                # Round-robin: the i-th pair of every query before any query's (i+1)-th.
-                scored += [(-0.5, depth, query.query_id, p) for depth, p in enumerate(fused)]
-    scored.sort()
+        if model.probabilities is not None:
+            rows += model.rows
+            scores.append(-model.probabilities)
+            depths.append(np.zeros(len(model.rows), dtype=np.int64))
+            continue
+        candidates = set(model.rows)
+        for query in queries:
+            fused = [p for p in fused_ranking(query.lists) if (query.query_id, p) in candidates]
+            # Round-robin: the i-th pair of every query before any query's (i+1)-th.
+            rows += [(query.query_id, p) for p in fused]
+            scores.append(np.full(len(fused), -0.5))
+            depths.append(np.arange(len(fused), dtype=np.int64))
+    if not rows:
+        return []
+    keys = np.array([(q, i, c) for q, (i, c) in rows], dtype=np.int64)
+    # Most likely first; ties by depth, query, pair (lexsort's last key is its first).
+    ranking = np.lexsort(
+        (keys[:, 2], keys[:, 1], keys[:, 0], np.concatenate(depths), np.concatenate(scores))
+    )
     order: list[tuple[int, Pair]] = []
     seen: set[Pair] = set()
-    for *_, query_id, pair in scored:
+    for index in ranking.tolist():
+        query_id, pair = rows[index]
         if pair not in seen:
             seen.add(pair)
             order.append((query_id, pair))

@@ -226,18 +226,17 @@ def _spread(query_id: int, key: int) -> int:
 def picks_from(chosen: Sequence[tuple[int, Pair]], rankings: Sequence[QueryRankings]) -> list[Pick]:
     """Attach to each chosen (query id, pair) every annotator that ranks it for that query."""
     by_query = {q.query_id: q for q in rankings}
-    rank_of: dict[int, dict[Pair, list[tuple[int, int]]]] = {}
-    picks = []
+    wanted: dict[int, set[Pair]] = {}
     for query_id, pair in chosen:
-        index = rank_of.get(query_id)
-        if index is None:
-            index = {}
-            for annotator in sorted(by_query[query_id].lists):
-                for rank, ranked in enumerate(by_query[query_id].lists[annotator], start=1):
-                    index.setdefault(ranked, []).append((annotator, rank))
-            rank_of[query_id] = index
-        picks.append(Pick(query_id, pair, tuple(index.get(pair, ()))))
-    return picks
+        wanted.setdefault(query_id, set()).add(pair)
+    rank_of: dict[tuple[int, Pair], list[tuple[int, int]]] = {}
+    for query_id, pairs in wanted.items():
+        lists = by_query[query_id].lists
+        for annotator in sorted(lists):
+            for rank, ranked in enumerate(lists[annotator], start=1):
+                if ranked in pairs:
+                    rank_of.setdefault((query_id, ranked), []).append((annotator, rank))
+    return [Pick(q, pair, tuple(rank_of.get((q, pair), ()))) for q, pair in chosen]
 
 
 ARM_POLICIES = {"bandit": bandit_arms, "depth": depth_arms}
