@@ -15,13 +15,8 @@ from django.db.models import Q
 
 from annotation.models import Batch, Candidate, Direction, Proposal, Ranking, Verdict
 from mitl.config import BatchConfig
-from mitl.curation.estimate import (
-    STRATA,
-    pooled_rates,
-    sample_allocation,
-    sample_draw,
-    strata_sizes,
-)
+from mitl.curation.design import predicted_sample, with_predictions
+from mitl.curation.learned import group_model
 from mitl.curation.policies import Pick, policy_select
 from mitl.curation.rankings import Pair
 
@@ -40,7 +35,9 @@ from .curation import (
 from .progress import StageTracker
 
 SampledPair = tuple[int, Pair, str]  # (query id, pair, stratum) of the random sample
-SampleDesign = dict[str, dict[str, int]]  # direction -> stratum -> unjudged pairs in it
+Populations = dict[str, dict[str, int]]  # direction -> stratum -> unjudged pairs in it
+# direction -> stratum -> {"predicted": Σ predictions over its pairs, "rate": anticipated yield}
+Predictions = dict[str, dict[str, dict[str, float]]]
 
 
 def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) -> int:
@@ -67,7 +64,7 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
         excluded=inputs.pending | inputs.known,
     )
     taken = set(inputs.outcomes) | inputs.pending | inputs.known | {p.pair for p in picks}
-    sampled, design = _unjudged_sample(
+    sampled, populations, predictions = _unjudged_sample(
         batch=batch, config=config, inputs=inputs, taken=taken, total=sample_total
     )
     with transaction.atomic():
@@ -81,7 +78,8 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
                 "policy_pairs": len(picks),
                 "sample_pairs": len(sampled),
                 "rejudged": rejudged,
-                "sample_population": design,
+                "sample_population": populations,
+                "sample_design": predictions,
             },
         )
     tracker.finish()
@@ -103,32 +101,44 @@ def _unjudged_sample(
     inputs: CurationInputs,
     taken: set[Pair],
     total: int,
-) -> tuple[list[SampledPair], SampleDesign]:
+) -> tuple[list[SampledPair], Populations, Predictions]:
     """Draw the round's stratified random sample of unjudged pairs, direction by direction.
 
-    Each direction gets a share of `total` by its number of queries; `taken` grows by the
-    pairs drawn. Return the sample and each direction's stratum sizes when it was drawn.
+    Each direction gets a share of `total` by its number of queries, stratified by the
+    logistic fusion's predictions (`mitl.curation.design`); `taken` grows by the pairs
+    drawn. Return the sample, each direction's stratum sizes when it was drawn, and each
+    stratum's population sum of predictions and anticipated yield (what the next rounds'
+    allocation calibrates against).
     """
-    rates = pooled_rates(round_samples(batch, inputs, direction=None))
     rng = np.random.default_rng([config.seed, batch.pk, batch.round])
     n_queries = {
         d: sum(q.direction == d for q in inputs.queries) for d in (Direction.I2T, Direction.T2I)
     }
-    design: SampleDesign = {}
+    recorded = [entry for entry in round_records(batch) if "sample_design" in entry]
+    populations: Populations = {}
+    predictions: Predictions = {}
     sampled: list[SampledPair] = []
     for direction in (Direction.I2T, Direction.T2I):
         if not n_queries[direction]:
             continue
-        universes = universes_of(inputs, direction, taken)
-        sizes = strata_sizes(universes)
-        share = total * n_queries[direction] // max(len(inputs.queries), 1)
-        allocation = sample_allocation(sizes, share, rates)
-        targets = inputs.caption_pks if direction == Direction.I2T else inputs.image_pks
-        drawn = sample_draw(universes, targets, allocation, rng)
-        taken.update(pair for _, pair, _ in drawn)
-        sampled += drawn
-        design[direction] = {h: sizes[h] for h in STRATA}
-    return sampled, design
+        queries = [q for q in inputs.rankings if q.group == direction]
+        earlier = with_predictions(
+            round_samples(batch, inputs, direction=direction),
+            {e["round"]: e["sample_design"].get(direction, {}) for e in recorded},
+        )
+        sample = predicted_sample(
+            universes_of(inputs, direction, taken),
+            inputs.caption_pks if direction == Direction.I2T else inputs.image_pks,
+            group_model(queries, inputs.outcomes, taken),
+            earlier,
+            total * n_queries[direction] // max(len(inputs.queries), 1),
+            rng,
+        )
+        taken.update(pair for _, pair, _ in sample.drawn)
+        sampled += sample.drawn
+        populations[direction] = sample.population
+        predictions[direction] = sample.design
+    return sampled, populations, predictions
 
 
 def _candidates_write(

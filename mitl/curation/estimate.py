@@ -5,11 +5,10 @@ query every caption of the dataset, for a caption query every image. A pair is *
 when it is a known positive (the original pairs, imported sets) or judged positive.
 
 Each round, after the policy has chosen its pairs, a small random sample is drawn from the
-pairs still unjudged, U_r, in three strata per direction: `top` (some annotator ranks it
-within its first TOP_RANK for the query), `ranked` (within some annotator's
-kept ranking of the query) and `tail` (every other pair of the query), allocated as
-Neyman's rule suggests (n_h ∝ N_h·√(p_h(1−p_h)), p_h from earlier rounds or a prior).
-Within a stratum every unjudged pair has the same chance n_h/N_h, so
+pairs still unjudged, U_r, in three strata per direction (`design.predicted_sample`: `top`
+and `ranked` split the ranked pairs by the fusion's prediction, `tail` is the rest; rounds
+recorded before drew rank strata, `stratum_of` and `sample_draw`, and read alike here),
+allocated by Neyman's rule and uniform within a stratum (each pair's chance n_h/N_h), so
 
     positives in U_r ≈ Σ_h N_h · y_h / n_h                      (Horvitz–Thompson)
 
@@ -18,20 +17,18 @@ and the positives never found, U_final, follow exactly from what was judged sinc
     unfound ≈ Σ_h N_h · y_h / n_h − (positives in the sample) − (positives judged later)
 
 Every round gives one such estimate; they are averaged with weights fixed by the design
-(n_r / N_r², never by the outcomes, so the average stays unbiased) and the 95% interval
-comes from the stratified variance (finite-population corrected; p smoothed by half a
-positive so a stratum with no positive in its sample still has a width).
-
-Assumptions, said in docs/curation.md: the crowd's verdicts are the truth (its false
-positives inflate the estimate as they inflate the release); sampled pairs whose HIT was
-never completed are left out of n_h (missing at random).
+(n_r / N_r², never by the outcomes, so the average stays unbiased). Its variance sums the
+strata's N_h²(1 − n_h/N_h)·s_h²/n_h, s_h² the sample's own unbiased variance; the 95%
+interval is Fay and Feuer's gamma interval for a weighted count of positives
+(`gamma_interval`). Assumptions, said in docs/curation.md: the crowd's verdicts are the
+truth; sampled pairs whose HIT was never completed are left out of n_h (missing at random).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,7 +38,7 @@ STRATA = ("top", "ranked", "tail")
 TOP_RANK = 10  # best rank (over annotators) of the `top` stratum: positives crowd there
 # Before any sample: a guess, used only to split the first sample over the strata.
 PRIOR_RATES = {"top": 0.3, "ranked": 0.1, "tail": 0.02}
-Z_95 = 1.959964
+ALPHA = 0.05  # the interval is 95%
 # What every page says the estimated recall counts (the estimate's own assumption).
 RECALL_TRUTH = (
     "measured against the crowd's verdicts and the known positives on the batch's queries "
@@ -86,6 +83,11 @@ def strata_sizes(universes: Iterable[QueryUniverse]) -> dict[str, int]:
     return sizes
 
 
+def tail_size(universe: QueryUniverse) -> int:
+    """How many of the query's pairs no annotator ranks and nobody took."""
+    return universe.n_targets - _ranked_or_taken(universe)
+
+
 def _ranked_or_taken(universe: QueryUniverse) -> int:
     return len(universe.ranked) + sum(1 for pair in universe.taken if pair not in universe.ranked)
 
@@ -97,18 +99,27 @@ def query_strata_sizes(universe: QueryUniverse) -> dict[str, int]:
 def sample_allocation(
     sizes: Mapping[str, int], total: int, rates: Mapping[str, float]
 ) -> dict[str, int]:
+    """Split `total` sampled pairs over the rank strata by Neyman's rule (`neyman_allocation`)."""
+    allocation = neyman_allocation({h: sizes.get(h, 0) for h in STRATA}, total, rates)
+    return {h: allocation[h] for h in STRATA}
+
+
+def neyman_allocation(
+    sizes: Mapping[str, int], total: int, rates: Mapping[str, float]
+) -> dict[str, int]:
     """Split `total` sampled pairs over strata by Neyman's rule, never more than `total`.
 
-    Every stratum with pairs gets at least 2 when `total` allows it (a stratum never sampled
-    leaves the estimate undefined), and never more than it holds.
+    n_h ∝ N_h·√(p_h(1−p_h)) with p_h the stratum's anticipated yield. Every stratum with
+    pairs gets at least 2 when `total` allows it (a stratum never sampled leaves the
+    estimate undefined), and never more than it holds.
     """
     weights = {
         h: sizes[h] * math.sqrt(max(rates[h], 1e-3) * (1 - min(rates[h], 0.999)))
-        for h in STRATA
-        if sizes.get(h, 0) > 0
+        for h in sizes
+        if sizes[h] > 0
     }
     if not weights or total <= 0:
-        return {h: 0 for h in STRATA}
+        return dict.fromkeys(sizes, 0)
     floor = min(2, total // len(weights))
     weight_sum = sum(weights.values())
     allocation = {
@@ -117,7 +128,7 @@ def sample_allocation(
     while sum(allocation.values()) > total:  # the floor or rounding went over: trim
         largest = max(allocation, key=lambda h: (allocation[h], h))
         allocation[largest] -= 1
-    return {h: allocation.get(h, 0) for h in STRATA}
+    return {h: allocation.get(h, 0) for h in sizes}
 
 
 def sample_draw(
@@ -145,19 +156,28 @@ def sample_draw(
         for index in rng.choice(len(listed), size=want, replace=False) if want else ():
             query_id, pair = listed[int(index)]
             drawn.append((query_id, pair, stratum))
-    tail_sizes = np.array([u.n_targets - _ranked_or_taken(u) for u in universes], dtype=np.float64)
-    want = min(allocation.get("tail", 0), int(tail_sizes.sum()))
+    tail = tail_draw(universes, targets, allocation.get("tail", 0), rng)
+    return drawn + [(query_id, pair, "tail") for query_id, pair in tail]
+
+
+def tail_draw(
+    universes: Sequence[QueryUniverse], targets: np.ndarray, want: int, rng: np.random.Generator
+) -> list[tuple[int, Pair]]:
+    """Draw up to `want` distinct tail pairs (no annotator ranks them, nobody took them).
+
+    Every (query, target) slot is equally likely, then what is not tail is refused: each
+    tail pair is kept with the same chance (the queries of a direction share their targets).
+    """
+    want = min(want, sum(tail_size(u) for u in universes))
+    drawn: list[tuple[int, Pair]] = []
     seen: set[Pair] = set()
-    while want > 0 and tail_sizes.sum() > 0:
-        # Every (query, target) slot equally likely, then refuse what is not tail: each tail
-        # pair is kept with the same chance (the queries of a direction share their targets).
+    while len(drawn) < want:
         universe = universes[int(rng.integers(len(universes)))]
         pair = pair_of(universe, int(targets[rng.integers(len(targets))]))
         if pair in universe.ranked or pair in universe.taken or pair in seen:
             continue
         seen.add(pair)
-        drawn.append((universe.query_id, pair, "tail"))
-        want -= 1
+        drawn.append((universe.query_id, pair))
     return drawn
 
 
@@ -166,6 +186,9 @@ class StratumSample:
     population: int  # N_h: unjudged pairs in the stratum when the sample was drawn
     judged: int  # n_h: sampled pairs that got a verdict
     positives: int  # y_h
+    # Drawn by `design.predicted_sample` only (None for rounds drawn with the rank strata):
+    predicted: float | None = None  # Σ of the fusion's predictions over the N_h pairs
+    rate: float | None = None  # the yield anticipated when it was drawn (its allocation)
 
 
 @dataclass(frozen=True)
@@ -185,6 +208,12 @@ class RemainingEstimate:
     high: float
     rounds_used: int
     variance: float = 0.0  # of `unfound`, before it was clipped at zero
+    # What the interval is built on (`gamma_interval`): the weighted count of positives,
+    # the part of it known exactly (sampled and later-judged positives), the weight of one
+    # more sampled positive where one weighs most. unfound = max(counted − known, 0).
+    counted: float = 0.0
+    known: float = 0.0
+    heaviest: float = 0.0
 
     @property
     def recall(self) -> float:
@@ -239,6 +268,22 @@ def _recall(found: int, unfound: float) -> float:
     return found / total if total > 0 else 1.0
 
 
+def stratum_variance(stratum: StratumSample) -> float:
+    """The variance of N_h·ȳ_h as an estimate of the stratum's positives: N²(1−f)s²/n.
+
+    s² is the sample's own unbiased variance, ȳ(1−ȳ)·n/(n−1); a stratum with one judged
+    pair has none, and takes ȳ smoothed by half a positive instead.
+    """
+    n, size = stratum.judged, stratum.population
+    rate = stratum.positives / n
+    if n >= 2:
+        spread = rate * (1 - rate) * n / (n - 1)
+    else:
+        smoothed = (stratum.positives + 0.5) / (n + 1)
+        spread = smoothed * (1 - smoothed)
+    return size**2 * max(1 - n / size, 0.0) * spread / n
+
+
 def round_estimate(sample: RoundSample) -> tuple[float, float] | None:
     """The unfound positives and the variance of that estimate from one round's sample.
 
@@ -250,18 +295,39 @@ def round_estimate(sample: RoundSample) -> tuple[float, float] | None:
             continue
         if stratum.judged == 0:
             return None
-        rate = stratum.positives / stratum.judged
-        total += stratum.population * rate - stratum.positives
-        smoothed = (stratum.positives + 0.5) / (stratum.judged + 1)
-        correction = max(1 - stratum.judged / stratum.population, 0.0)
-        variance += stratum.population**2 * correction * smoothed * (1 - smoothed) / stratum.judged
+        total += stratum.population * stratum.positives / stratum.judged - stratum.positives
+        variance += stratum_variance(stratum)
     return total - sample.positives_judged_later, variance
+
+
+def gamma_interval(total: float, variance: float, weight: float) -> tuple[float, float]:
+    """95% bounds of a weighted count of positives (Fay and Feuer, Stat. Med. 16(7), 1997).
+
+    The count is taken as gamma-distributed with its mean and variance; the upper bound is
+    that of the count with one more positive of `weight`, so that a sample with few or no
+    positives still leaves room above: a normal interval is too narrow exactly where the
+    estimate is too low (few positives drawn), and has no width at all without any.
+    """
+    from scipy.special import gammaincinv  # scipy is heavy: only where an estimate is made
+
+    if total <= 0:
+        low = 0.0
+    elif variance <= 0:
+        low = total
+    else:
+        low = float(gammaincinv(total**2 / variance, ALPHA / 2)) * variance / total
+    shape = (total + weight) ** 2 / (variance + weight**2)
+    scale = (variance + weight**2) / (total + weight)
+    return low, float(gammaincinv(shape, 1 - ALPHA / 2)) * scale
 
 
 def remaining_estimate(found: int, samples: Sequence[RoundSample]) -> RemainingEstimate | None:
     """Combine every round's estimate of the positives never found; None without a sample.
 
-    A round whose sample covered every unjudged pair (a census) is exact: it alone decides.
+    Rounds are averaged with weights n_r / N_r² fixed by the design. The interval is the
+    gamma interval of the weighted count Σ_r w_r Σ_h N_h·y_h/n_h (`gamma_interval`),
+    less what is known exactly: each round's sampled and later-judged positives. A round
+    whose sample covered every unjudged pair (a census) is exact: it alone decides.
     """
     estimates = []
     exact = []
@@ -269,56 +335,102 @@ def remaining_estimate(found: int, samples: Sequence[RoundSample]) -> RemainingE
         single = round_estimate(sample)
         if single is None:
             continue
-        census = all(s.judged >= s.population for s in sample.strata.values())
-        if census:
+        if all(s.judged >= s.population for s in sample.strata.values()):  # a census
             exact.append(single[0])
             continue
         population = sum(s.population for s in sample.strata.values())
         judged = sum(s.judged for s in sample.strata.values())
-        estimates.append((single[0], single[1], judged / population**2))
+        estimates.append((sample, single, judged / population**2))
     if exact:
-        value = sum(exact) / len(exact)
-        return RemainingEstimate(found, max(value, 0.0), max(value, 0.0), max(value, 0.0), 1, 0.0)
+        value = max(sum(exact) / len(exact), 0.0)
+        return RemainingEstimate(found, value, value, value, 1, 0.0, value, 0.0, 0.0)
     if not estimates:
         return None
     weight_sum = sum(w for *_, w in estimates)
-    unfound = sum(value * w for value, _, w in estimates) / weight_sum
-    variance = sum(var * w * w for _, var, w in estimates) / weight_sum**2
-    half = Z_95 * math.sqrt(variance)
+    unfound = sum(value * w for _, (value, _), w in estimates) / weight_sum
+    variance = sum(var * w * w for _, (_, var), w in estimates) / weight_sum**2
+    counted, heaviest = _weighted_count([(sample, w / weight_sum) for sample, _, w in estimates])
+    return _interval_estimate(
+        found,
+        counted=counted,
+        known=counted - unfound,  # sampled and later-judged positives, weighted alike
+        variance=variance,
+        heaviest=heaviest,
+        ceiling=sum(  # every unjudged pair positive
+            w / weight_sum * sum(s.population for s in sample.strata.values())
+            for sample, _, w in estimates
+        ),
+        rounds_used=len(estimates),
+    )
+
+
+def _interval_estimate(
+    found: int,
+    *,
+    counted: float,
+    known: float,
+    variance: float,
+    heaviest: float,
+    ceiling: float,
+    rounds_used: int,
+) -> RemainingEstimate:
+    """The unfound positives `counted − known` with the gamma interval of `counted`.
+
+    `ceiling` is what `counted` would be if every unjudged pair were positive: no bound
+    goes above it.
+    """
+    low, high = gamma_interval(counted, variance, heaviest)
     return RemainingEstimate(
         found=found,
-        unfound=max(unfound, 0.0),
-        low=max(unfound - half, 0.0),
-        high=max(unfound + half, 0.0),
-        rounds_used=len(estimates),
+        unfound=max(counted - known, 0.0),
+        low=max(low - known, 0.0),
+        high=max(min(high, ceiling) - known, 0.0),
+        rounds_used=rounds_used,
         variance=variance,
+        counted=counted,
+        known=known,
+        heaviest=heaviest,
     )
 
 
 def estimates_sum(found: int, parts: Sequence[RemainingEstimate]) -> RemainingEstimate | None:
     """Add up estimates of disjoint parts of a population (independent samples).
 
-    The unfound positives and their variances add; the interval is the sum's own. None
-    without parts.
+    The weighted counts, what is known of them and their variances add; the interval is
+    the sum's own gamma interval, with the heaviest part's weight of one more positive.
+    None without parts.
     """
     if not parts:
         return None
     if len(parts) == 1:
-        part = parts[0]
-        return RemainingEstimate(
-            found, part.unfound, part.low, part.high, part.rounds_used, part.variance
-        )
-    unfound = sum(part.unfound for part in parts)
-    variance = sum(part.variance for part in parts)
-    half = Z_95 * math.sqrt(variance)
-    return RemainingEstimate(
-        found=found,
-        unfound=unfound,
-        low=max(unfound - half, 0.0),
-        high=unfound + half,
+        return replace(parts[0], found=found)
+    return _interval_estimate(
+        found,
+        counted=sum(part.counted for part in parts),
+        known=sum(part.known for part in parts),
+        variance=sum(part.variance for part in parts),
+        heaviest=max(part.heaviest for part in parts),
+        ceiling=sum(part.high + part.known for part in parts),
         rounds_used=max(part.rounds_used for part in parts),
-        variance=variance,
     )
+
+
+def _weighted_count(weighted: Sequence[tuple[RoundSample, float]]) -> tuple[float, float]:
+    """Σ_r w_r Σ_h N_h·y_h/n_h, and what one more sampled positive would weigh at most.
+
+    A stratum's positive weighs Σ_r w_r·N_h / Σ_r n_h over the rounds (its rounds' samples
+    pooled); the heaviest stratum's is the one `gamma_interval` adds.
+    """
+    counted = 0.0
+    pooled: dict[str, list[float]] = {}  # stratum → [Σ_r w_r·N_h, Σ_r n_h]
+    for sample, w in weighted:
+        for name, s in sample.strata.items():
+            if s.population:
+                counted += w * s.population * s.positives / s.judged
+                totals = pooled.setdefault(name, [0.0, 0.0])
+                totals[0] += w * s.population
+                totals[1] += s.judged
+    return counted, max(total / judged for total, judged in pooled.values())
 
 
 def pooled_rates(samples: Sequence[RoundSample]) -> dict[str, float]:

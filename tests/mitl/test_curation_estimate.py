@@ -7,13 +7,17 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from mitl.curation.budget import RoundBudget, repost_share, round_budget
+from mitl.curation.design import with_predictions
 from mitl.curation.estimate import (
     STRATA,
     QueryUniverse,
     RoundSample,
     StratumSample,
+    gamma_interval,
+    neyman_allocation,
     remaining_estimate,
     round_estimate,
     sample_allocation,
@@ -34,9 +38,12 @@ def test_round_estimate_by_hand() -> None:
     unfound, variance = round_estimate(sample)
     # 100 x 3/10 + 50 x 0/5 positives were unjudged; 3 were then sampled, 4 judged later.
     assert unfound == pytest.approx(30 - 3 - 4)
-    ranked = 100**2 * (1 - 10 / 100) * (3.5 / 11) * (7.5 / 11) / 10
-    tail = 50**2 * (1 - 5 / 50) * (0.5 / 6) * (5.5 / 6) / 5
-    assert variance == pytest.approx(ranked + tail)
+    # Each stratum's own unbiased variance, s² = ȳ(1−ȳ)·n/(n−1): none in a sample of negatives.
+    ranked = 100**2 * (1 - 10 / 100) * (0.3 * 0.7 * 10 / 9) / 10
+    assert variance == pytest.approx(ranked)
+    single = RoundSample(0, {"top": StratumSample(population=40, judged=1, positives=1)}, 0)
+    # One judged pair has no variance of its own: its rate smoothed by half a positive.
+    assert round_estimate(single)[1] == pytest.approx(40**2 * (39 / 40) * (1.5 / 2) * (0.5 / 2))
 
 
 def test_a_stratum_with_unjudged_pairs_but_no_sample_gives_no_estimate() -> None:
@@ -66,6 +73,80 @@ def test_rounds_combine_with_design_weights_and_recall_bounds_are_ordered() -> N
     assert estimate.low <= estimate.unfound <= estimate.high
     assert estimate.recall_low <= estimate.recall <= estimate.recall_high
     assert estimate.recall == pytest.approx(200 / (200 + estimate.unfound))
+
+
+def test_gamma_interval_by_hand() -> None:
+    # A count of 120 with variance 900: gamma of shape 16 and scale 7.5 for the lower
+    # bound; one more positive of weight 10 for the upper: shape 130²/1000, scale 1000/130.
+    low, high = gamma_interval(120.0, 900.0, 10.0)
+    assert low == pytest.approx(stats.gamma.ppf(0.025, 16, scale=7.5))
+    assert high == pytest.approx(stats.gamma.ppf(0.975, 130**2 / 1000, scale=1000 / 130))
+    # Skewed like a count of rare positives: both bounds above the normal interval's.
+    assert 120 - 1.96 * 30 < low < 120 < 120 + 1.96 * 30 < high
+    # No positive sampled: nothing below, and above the bound of one positive of weight 10
+    # (an exponential), where a normal interval would have no width at all.
+    assert gamma_interval(0.0, 0.0, 10.0) == (0.0, pytest.approx(-10 * math.log(0.025)))
+
+
+def test_remaining_estimate_interval_by_hand() -> None:
+    first = RoundSample(
+        0, {"top": StratumSample(200, 10, 4), "tail": StratumSample(5000, 20, 1)}, 30
+    )
+    second = RoundSample(
+        1, {"top": StratumSample(150, 10, 2), "tail": StratumSample(4980, 20, 0)}, 0
+    )
+    estimate = remaining_estimate(500, [first, second])
+    assert estimate is not None
+    w1, w2 = 30 / 5200**2, 30 / 5130**2
+    w1, w2 = w1 / (w1 + w2), w2 / (w1 + w2)
+    one = 200 * 4 / 10 + 5000 * 1 / 20 - 4 - 1 - 30
+    two = 150 * 2 / 10 - 2
+    assert estimate.unfound == pytest.approx(w1 * one + w2 * two)
+    counted = w1 * (80 + 250) + w2 * 30
+    variance = w1**2 * round_estimate(first)[1] + w2**2 * round_estimate(second)[1]
+    # A tail positive weighs most: Σ_r w_r·N_tail over the tail's 40 judged pairs.
+    heaviest = (w1 * 5000 + w2 * 4980) / 40
+    low, high = gamma_interval(counted, variance, heaviest)
+    known = counted - estimate.unfound
+    assert (estimate.low, estimate.high) == (
+        pytest.approx(low - known),
+        pytest.approx(high - known),
+    )
+
+
+def test_rounds_drawn_before_the_model_assisted_sample_still_estimate() -> None:
+    """A batch recorded with the rank strata (no predictions) reads and estimates as before."""
+    old = RoundSample(
+        0,
+        {
+            "top": StratumSample(300, 2, 1),
+            "ranked": StratumSample(2000, 10, 1),
+            "tail": StratumSample(9000, 30, 1),
+        },
+        12,
+    )
+    assert with_predictions([old], {}) == [old]  # nothing recorded: left as it was
+    new = RoundSample(
+        1,
+        {
+            "top": StratumSample(500, 6, 2),
+            "ranked": StratumSample(1600, 6, 0),
+            "tail": StratumSample(8900, 30, 1),
+        },
+        0,
+    )
+    design = {
+        1: {"top": {"predicted": 90.0, "rate": 0.2}, "ranked": {"predicted": 40.0, "rate": 0.03}}
+    }
+    filled = with_predictions([old, new], design)
+    assert filled[0] == old and filled[1].strata["top"].predicted == 90.0
+    assert filled[1].strata["tail"].predicted is None  # the tail records no prediction
+    alone = remaining_estimate(100, [old])
+    assert alone is not None and alone.low < alone.unfound < alone.high
+    # The point estimate of an old batch is the one it always had.
+    assert alone.unfound == pytest.approx(300 / 2 + 2000 / 10 + 9000 / 30 - 3 - 12)
+    both = remaining_estimate(100, filled)
+    assert both is not None and both.rounds_used == 2
 
 
 def universes_of(truth: np.ndarray, ranked_depth: int, taken: set[tuple[int, int]]):
@@ -118,6 +199,11 @@ def test_allocation_follows_neyman_with_a_floor() -> None:
     assert sum(tight.values()) == 4  # never more than asked, even with the floor
     empty = sample_allocation(dict.fromkeys(rates, 0), 10, rates)
     assert empty == dict.fromkeys(rates, 0)
+    # Any strata, by name: the model-assisted design's, or a direction with one stratum.
+    named = neyman_allocation({"low": 900, "high": 100}, 40, {"low": 0.01, "high": 0.4})
+    weights = (900 * math.sqrt(0.01 * 0.99), 100 * math.sqrt(0.4 * 0.6))
+    assert named == {"low": round(40 * weights[0] / sum(weights)), "high": 40 - named["low"]}
+    assert neyman_allocation({"tail": 50}, 80, {"tail": 0.1}) == {"tail": 50}  # all it holds
 
 
 def test_estimate_is_unbiased_and_covers_the_brute_force_truth() -> None:
