@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo demo-check test serve worker bench bench-scale bench-curation bench-relevance soak lint clean chromium wordnet
+.PHONY: install migrate demo demo-check test serve worker bench bench-scale bench-curation bench-estimate bench-relevance soak lint clean chromium wordnet
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,11 @@ bench-scale: install
 # Adaptive against fixed curation at equal judgements on synthetic data (about 3 minutes).
 bench-curation: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_curation.py
+
+# The recall estimate's 95% interval against full truth, before and after the model-assisted
+# sample: coverage and mean half-width over 20 seeds (pure Python, a few minutes on 2 cores).
+bench-estimate: install
+	$(PY) benchmarks/bench_estimate.py
 
 # Relevance matrices of the ECCV Caption queries against COCO 5K, per cheap proxy, against a
 # per-pair implementation on a sample (needs ../shared/data/coco5k; a few minutes).
