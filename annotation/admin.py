@@ -203,8 +203,8 @@ class InstructionsAdmin(ReadOnlyAdmin):
 class QualificationPairAdmin(ReadOnlyAdmin):
     """A batch's practice pairs; changed through `batch_qualification` or the batch page."""
 
-    list_display = ("batch", "position", "image", "caption", "positive", "source")
-    list_filter = ("source", "positive", "batch")
+    list_display = ("batch", "position", "image", "caption", "positive", "source", "mturk_test")
+    list_filter = ("source", "positive", "mturk_test", "batch")
 
 
 @admin.register(models.QualificationAttempt)

@@ -17,7 +17,9 @@ from .submissions import AnswerInput, SubmissionResult, answers_from_rows
 
 
 class AnswerSerializer(serializers.Serializer):
-    item = serializers.IntegerField(min_value=1)
+    item = serializers.IntegerField(
+        min_value=1, help_text="The pair's number on the worker's page (its `id` there)."
+    )
     level = serializers.ChoiceField(choices=[level.value for level in Level])
     shortcomings = serializers.ListField(
         child=serializers.ChoiceField(choices=SHORTCOMINGS), required=False, default=list

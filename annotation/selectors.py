@@ -18,7 +18,6 @@ from django.urls import reverse
 from mitl.config import batch_config
 from mitl.costs import BatchEstimate, cost_estimate
 from mitl.curation.estimate import RECALL_TRUTH, recall_wording
-from mitl.hits import page_order
 from mitl.judgements import (
     LEVEL_LABELS,
     SHORTCOMING_LABELS,
@@ -36,13 +35,12 @@ from .models import (
     BatchState,
     Caption,
     Dataset,
-    HITItem,
     Image,
     PositiveSet,
     Release,
-    items_shown_to,
 )
 from .mturk.hit_settings import batch_reward
+from .pages import page_items
 
 # States whose HITs are all built, and the state in which the candidates are all pooled.
 _BUILT = frozenset({BatchState.ANNOTATING, BatchState.AGGREGATING, BatchState.RELEASED})
@@ -148,32 +146,28 @@ def hit_page_content(
     """Return what a HIT page shows: the pairs in the assignment's order without their roles,
     whether it asks why, and the labels of the answers and reasons.
 
-    The platform's page and MTurk's frame show the same content; `image_url` gives an item's
-    image link there (asked only for items whose image has a file). Golden pairs must look
-    exactly like the others, so nothing here tells them apart. The assignment's pairs (a
-    golden replaced since it was handed out stays on its page) come in its own order (its
-    `page_seed`); without one, the pairs a new assignment would get, in the HIT's order.
-    `position` is the place on this page.
+    The platform's page and MTurk's frame show the same content; `image_url` gives a pair's
+    image link there, from its number (asked only for items whose image has a file). Golden
+    pairs must look exactly like the others, so nothing here tells them apart, not even an
+    id: a pair's `id` is its number on this page (`annotation.pages`), `position` its place
+    from 0. The assignment's pairs (a golden replaced since it was handed out stays on its
+    page) come in its own order (its `page_seed`); without one, the pairs a new assignment
+    would get, in the HIT's order.
     """
-    assignment_id = assignment.pk if assignment is not None else None
     # Plain rows, not model instances: every "next HIT" builds this page.
-    rows = list(
-        HITItem.objects.filter(items_shown_to(assignment_id), hit_id=hit.pk)
-        .order_by("position")
-        .values_list("pk", "image__file", "caption__text")
+    shown = page_items(
+        hit_id=hit.pk, assignment=assignment, fields=("image__file", "caption__text")
     )
-    page_seed = assignment.page_seed if assignment is not None else None
-    shown = [rows[index] for index in page_order(len(rows), page_seed)]
     return {
         "followups": batch_config(hit.batch).followups,
         "items": [
             {
-                "id": pk,
+                "id": position + 1,
                 "position": position,
-                "image_url": image_url(pk) if image_file else None,
+                "image_url": image_url(position + 1) if image_file else None,
                 "caption": caption,
             }
-            for position, (pk, image_file, caption) in enumerate(shown)
+            for position, (_pk, image_file, caption) in enumerate(shown)
         ],
         "levels": [
             (level.value, LEVEL_LABELS[level], index + 1) for index, level in enumerate(Level)
@@ -185,9 +179,10 @@ def hit_page_content(
     }
 
 
-def item_image_url(assignment_id: int, item_id: int) -> str:
-    """Return the platform's link to a HIT item's image, for the worker who holds the HIT."""
-    return reverse("frontend:item-image", args=[assignment_id, item_id])
+def item_image_url(assignment_id: int, number: int) -> str:
+    """Return the platform's link to the image of pair `number` of an assignment's page, for
+    the worker who holds the HIT."""
+    return reverse("frontend:pair-image", args=[assignment_id, number])
 
 
 def assignment_page(*, assignment: Assignment) -> dict[str, Any]:

@@ -8,7 +8,7 @@ submission never waits crosswise with expiry, review or the MTurk page.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -29,11 +29,10 @@ from .models import (
     Assignment,
     AssignmentStatus,
     BatchState,
-    HITItem,
     Judgement,
     Worker,
-    items_shown_to,
 )
+from .pages import page_items
 from .review import assignment_golden_misses, golden_policy_apply
 
 MAX_ELAPSED_MS = 24 * 3600 * 1000  # a day: anything longer is a broken client clock
@@ -41,7 +40,8 @@ MAX_ELAPSED_MS = 24 * 3600 * 1000  # a day: anything longer is a broken client c
 
 @dataclass(frozen=True)
 class AnswerInput:
-    """One answer as submitted: the HIT item and the worker's choices."""
+    """One answer as submitted: the HIT item (or, from a worker's page, the pair's number
+    there: `by_page`, `annotation.pages`) and the worker's choices."""
 
     item_id: int
     level: str
@@ -83,13 +83,16 @@ def assignment_submit(
     golden_policy: str | None = None,
     worker: Worker | None = None,
     now: datetime | None = None,
+    by_page: bool = False,
 ) -> SubmissionResult:
     """Store a worker's answers for a whole HIT and apply the batch's golden policy.
 
-    Every item must be answered exactly once. `approve_or_flag` approves work that passes
-    the golden check and flags the rest for a person; `approve_or_reject` rejects failed
-    work at once; `review_all` leaves every submission to a person. Submitting again
-    returns the stored result unchanged (a double click or a retry never duplicates).
+    Every item must be answered exactly once; `by_page`: the answers name the pairs by their
+    numbers on the worker's page, as the page and the API show them, not by item ids.
+    `approve_or_flag` approves work that passes the golden check and flags the rest for a
+    person; `approve_or_reject` rejects failed work at once; `review_all` leaves every
+    submission to a person. Submitting again returns the stored result unchanged (a double
+    click or a retry never duplicates).
     With `worker`, only that worker's own assignment is accepted. `followups_required` and
     `golden_policy` default to the batch's settings.
     """
@@ -103,6 +106,7 @@ def assignment_submit(
             golden_policy=golden_policy,
             worker=worker,
             now=now,
+            by_page=by_page,
         )
     if result is None:  # recorded as expired, committed above
         raise ServiceError(_EXPIRED)
@@ -115,7 +119,8 @@ _EXPIRED = "this assignment expired: its time limit has passed; ask for a new HI
 def assignment_submit_own(
     *, assignment_id: int, worker: Worker, answers: Sequence[AnswerInput]
 ) -> SubmissionResult | None:
-    """Submit `worker`'s answers for its own assignment, under the batch's settings.
+    """Submit `worker`'s answers for its own assignment, under the batch's settings; the
+    answers name the pairs by their numbers on the worker's page (the API's `item`).
 
     Returns None when no such assignment is the worker's: callers answer "not found", so
     nobody learns that another worker's assignment exists. The ownership check is the lock
@@ -135,6 +140,7 @@ def assignment_submit_own(
             golden_policy=None,
             worker=worker,
             now=now,
+            by_page=True,
         )
     if result is None:
         raise ServiceError(_EXPIRED)
@@ -149,6 +155,7 @@ def _submit_locked(
     golden_policy: str | None,
     worker: Worker | None,
     now: datetime,
+    by_page: bool = False,
 ) -> SubmissionResult | None:
     """`assignment_submit` once the HIT's row is locked; None when the work just expired."""
     # The batch comes with the locked row: its state and settings, in one query.
@@ -185,12 +192,21 @@ def _submit_locked(
         config = batch_config(batch)
         if followups_required is None:
             followups_required = config.followups
+        shown = page_items(
+            hit_id=locked.hit_id,
+            assignment=locked,
+            fields=("role", "position", "golden_suspended_at"),
+        )
+        # Messages name a pair as its page did: by its number there (the worker's page),
+        # else by the HIT's order (the offline layout's, MTurk's web UI).
         items = {
-            pk: _ItemRow(role=role, position=position, suspended=suspended_at is not None)
-            for pk, role, position, suspended_at in HITItem.objects.filter(
-                items_shown_to(locked.pk), hit_id=locked.hit_id
-            ).values_list("pk", "role", "position", "golden_suspended_at")
+            pk: _ItemRow(
+                role, position, suspended_at is not None, number if by_page else position + 1
+            )
+            for number, (pk, role, position, suspended_at) in enumerate(shown, start=1)
         }
+        if by_page:
+            answers = _answers_by_item(answers, [row[0] for row in shown])
         judgements = _build_judgements(locked, items, answers, followups_required)
         Judgement.objects.bulk_create(judgements)
         # In page order, as `review.assignment_golden_misses` reads them for MTurk's sync.
@@ -217,11 +233,25 @@ def _submit_locked(
 
 
 class _ItemRow(NamedTuple):
-    """What a submission needs of a HIT item: golden role, page position, suspended golden."""
+    """What a submission needs of a HIT item: golden role, HIT position, suspended golden,
+    and the number messages name it by (on a worker's page: its number there, never the
+    HIT position, which a replacement golden's would give away)."""
 
     role: str
     position: int
     suspended: bool = False
+    number: int = 0
+
+
+def _answers_by_item(answers: Sequence[AnswerInput], page: Sequence[int]) -> list[AnswerInput]:
+    """Turn answers that name pairs by page number into answers by item id (`page`: the
+    item ids in page order)."""
+    unknown = sorted({a.item_id for a in answers if not 1 <= a.item_id <= len(page)})
+    if unknown:
+        raise ServiceError(
+            f"pair {unknown[0]} is not on this HIT's page (its pairs are 1 to {len(page)})"
+        )
+    return [replace(answer, item_id=page[answer.item_id - 1]) for answer in answers]
 
 
 def _build_judgements(
@@ -241,7 +271,7 @@ def _build_judgements(
         raise ServiceError(f"{len(missing)} of {len(items)} pairs are not answered")
     judgements = []
     for answer in answers:
-        position = items[answer.item_id].position + 1
+        position = items[answer.item_id].number
         try:
             level = Level(answer.level)
             shortcomings, concepts = validate_followups(

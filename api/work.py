@@ -30,7 +30,10 @@ NO_HIT_REASON_HEADER = "X-No-HIT-Reason"
 
 
 class PageItemSerializer(serializers.Serializer):
-    id = serializers.IntegerField(help_text="The HIT item: answer it by this id.")
+    id = serializers.IntegerField(
+        help_text="The pair's number on this page, 1, 2, … (never a database id): answer it "
+        "by this number (`item`)."
+    )
     position = serializers.IntegerField(help_text="Order on the page, from 0.")
     image_url = serializers.CharField(allow_null=True, help_text="Null for text-only datasets.")
     caption = serializers.CharField()

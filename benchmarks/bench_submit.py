@@ -78,7 +78,8 @@ from submit_load import answers_make, clients_run  # noqa: E402
 from submit_server import Gunicorn, cpu_seconds  # noqa: E402
 
 from annotation.handout import ACTIVE_STATUSES  # noqa: E402
-from annotation.models import HIT, BatchState, Judgement  # noqa: E402
+from annotation.models import HIT, Assignment, BatchState, Judgement  # noqa: E402
+from annotation.pages import page_numbers  # noqa: E402
 
 # HITs made for "ours", all in one annotating batch: under three ECCV-Caption-size batches
 # (2,902 HITs each), and more than 16 clients take in 60 s (80-115 HITs/s here). Finding the
@@ -361,9 +362,13 @@ def answers_stored_check(sent: dict[int, list[dict[str, Any]]]) -> None:
         assignment_id__in=list(sent)
     ).values_list("assignment_id", "item_id", "level", "other_text", "elapsed_ms"):
         stored.setdefault(assignment_id, {})[item_id] = (level, other_text, elapsed_ms)
+    handed_out = Assignment.objects.in_bulk(list(sent))
     for assignment_id, answers in sent.items():
+        # The clients name pairs by their numbers on the page (annotation.pages).
+        number = page_numbers(assignment=handed_out[assignment_id])
+        mine = {number[item]: answer for item, answer in stored.get(assignment_id, {}).items()}
         wanted = {a["item"]: (a["level"], a["other_text"], a["elapsed_ms"]) for a in answers}
-        if stored.get(assignment_id) != wanted:
+        if mine != wanted:
             raise BenchError(f"assignment {assignment_id}: stored answers differ from those sent")
 
 

@@ -70,11 +70,20 @@ def _env_rate(name: str, default: str) -> str | None:
 
 
 DEBUG = _env_bool("DEBUG", True)
+DEVELOPMENT_SECRET_KEY = "insecure-development-key-do-not-use-in-production"
+# Keys that anyone can read in this repository (.env.example's placeholder, the key above).
+PUBLIC_SECRET_KEYS = frozenset({"change-me-to-a-long-random-string", DEVELOPMENT_SECRET_KEY})
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
-    SECRET_KEY = "insecure-development-key-do-not-use-in-production"
+    SECRET_KEY = DEVELOPMENT_SECRET_KEY
+elif not DEBUG and SECRET_KEY.strip() in PUBLIC_SECRET_KEYS:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the placeholder from .env.example (or the development key), which "
+        "anyone can read: with DEBUG off set a long random key of your own, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    )
 
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
@@ -327,10 +336,12 @@ REST_FRAMEWORK = {
         "api.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    # Password logins (the token endpoint and /accounts/login/), per address and username.
+    # Password logins (the token endpoint and /accounts/login/): per address, per username
+    # from one address, and per username from every address (annotation/login_limits.py).
     "DEFAULT_THROTTLE_RATES": {
         "login-ip": _env_rate("LOGIN_RATE_PER_IP", "10/min"),
         "login-username": _env_rate("LOGIN_RATE_PER_USERNAME", "5/min"),
+        "login-account": _env_rate("LOGIN_RATE_PER_ACCOUNT", "20/min"),
     },
     # The client address is REMOTE_ADDR, unless the server sits behind this many proxies
     # that append to X-Forwarded-For (a client can write that header itself).

@@ -43,6 +43,11 @@ urlpatterns = [
     path("mturk/submit/", mturk.mturk_submit, name="mturk-submit"),
     path("mturk/images/<int:item_id>/<str:signature>/", mturk.mturk_image, name="mturk-image"),
     path(
+        "mturk/hits/<int:hit_id>/pages/<int:assignment_id>/pairs/<int:number>/<str:signature>/",
+        mturk.mturk_page_image,
+        name="mturk-page-image",
+    ),
+    path(
         "mturk/instructions/<int:instructions_id>/examples/<int:example>/<str:signature>/",
         instructions.mturk_instructions_image,
         name="mturk-instructions-image",
@@ -55,6 +60,11 @@ urlpatterns = [
     path("work/", work.work_home, name="work"),
     path("work/next/", work.work_next, name="work-next"),
     path("work/assignments/<int:assignment_id>/", work.hit_page, name="hit"),
+    path(
+        "work/assignments/<int:assignment_id>/pairs/<int:number>/image/",
+        work.pair_image,
+        name="pair-image",
+    ),
     path(
         "work/assignments/<int:assignment_id>/items/<int:item_id>/image/",
         work.item_image,

@@ -78,8 +78,10 @@ class BatchConfig:
     # Caption proxies (mitl.relevance.proxies) whose graded qrels the release carries and
     # whose graded metrics (nDCG, NCS, semantic recall) the leaderboard shows.
     relevance: tuple[str, ...] = ()
-    # A qualification round of this many pairs with known answers, each answer followed by
-    # feedback, before a worker gets the batch's HITs (annotation.qualification.attempts); 0 = none.
+    # A qualification round: each try shows this many pairs with known answers, each answer
+    # followed by feedback, before a worker gets the batch's HITs (annotation.qualification
+    # .attempts); 0 = none. Its pool holds `qualification_pool` pairs, so no try of a worker
+    # shows a pair whose answer an earlier try told (mitl.qualification.qualification_pool_needs).
     qualification_pairs: int = 0
     qualification_pass: float = 0.8  # share of right answers that passes the round
     qualification_attempts: int = 2  # tries a worker gets before the batch stays closed
@@ -87,6 +89,11 @@ class BatchConfig:
     @property
     def qualification_required(self) -> bool:
         return self.qualification_pairs > 0
+
+    @property
+    def qualification_pool(self) -> int:
+        """The fewest pairs the round's pool holds: a try's pairs times the tries."""
+        return self.qualification_pairs * self.qualification_attempts
 
     @property
     def adaptive(self) -> bool:
@@ -138,6 +145,10 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "qualification_pairs": (0, 50),
     "qualification_attempts": (1, 10),
 }
+# The largest qualification pool a config can ask for (an admin's CSV may hold as many).
+QUALIFICATION_POOL_MAX = (
+    _INT_RANGES["qualification_pairs"][1] * _INT_RANGES["qualification_attempts"][1]
+)
 _CHOICES: dict[str, tuple[str, ...]] = {
     "aggregation": AGGREGATION_RULES,
     "golden_policy": GOLDEN_POLICIES,

@@ -1,5 +1,6 @@
 """The qualification round's rules that need no database: who stands where, the pass mark,
-the mix of pairs, and what a worker reads after each answer.
+the mix of pairs, the pool a round needs and one try's draw from it, and what a worker
+reads after each answer.
 
 The round's pairs have known answers, as golden pairs do, and are checked the same way
 (`mitl.quality.golden_answered_right`): either YES level is right for a pair that matches,
@@ -9,6 +10,8 @@ either NO level for one that does not. The services live in `annotation.qualific
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Sequence
 from enum import StrEnum
 from fractions import Fraction
 
@@ -88,3 +91,41 @@ def qualification_mix(count: int) -> tuple[int, int]:
 def qualification_answer_right(positive: bool, level: Level) -> bool:
     """Say whether `level` is right for a pair whose known answer is YES (`positive`) or NO."""
     return golden_answered_right(Role.GOLDEN_TP if positive else Role.GOLDEN_TN, level)
+
+
+def qualification_pool_needs(pairs: int, attempts: int) -> tuple[int, int]:
+    """Return the (matches, mismatches) a round's pool must hold so that every one of a
+    worker's `attempts` tries shows `pairs` pairs, with the round's mix, that no earlier try
+    of theirs showed (its feedback told the answers): each try's mix times the tries."""
+    matches, mismatches = qualification_mix(pairs)
+    return matches * attempts, mismatches * attempts
+
+
+def qualification_pool_shortfall(
+    *, matches: int, mismatches: int, pairs: int, attempts: int
+) -> str | None:
+    """Say what a pool of `matches` YES and `mismatches` NO pairs lacks for the round's
+    tries (`qualification_pool_needs`); None when it holds enough."""
+    need_yes, need_no = qualification_pool_needs(pairs, attempts)
+    if matches >= need_yes and mismatches >= need_no:
+        return None
+    per_yes, per_no = qualification_mix(pairs)
+    return (
+        f"each try shows {pairs} pairs ({per_yes} YES, {per_no} NO) that no earlier try of the "
+        f"worker showed, in up to {attempts} tries, so the pool needs at least {need_yes} YES "
+        f"and {need_no} NO pairs ({pairs} pairs x {attempts} tries); it has {matches} YES and "
+        f"{mismatches} NO"
+    )
+
+
+def qualification_try_draw(
+    *, matches: Sequence[int], mismatches: Sequence[int], pairs: int, rng: random.Random
+) -> list[int] | None:
+    """Draw one try's pairs: the round's mix of `pairs` from the pool's `matches` and
+    `mismatches` the worker has not seen, in a random order; None when too few are left."""
+    want_yes, want_no = qualification_mix(pairs)
+    if len(matches) < want_yes or len(mismatches) < want_no:
+        return None
+    drawn = rng.sample(list(matches), want_yes) + rng.sample(list(mismatches), want_no)
+    rng.shuffle(drawn)
+    return drawn

@@ -121,6 +121,7 @@ def ledger_check(batch_id: int, accepted: dict[int, list[dict]]) -> Ledger:
 
     from annotation.handout import ACTIVE_STATUSES
     from annotation.models import HIT, Assignment, Judgement
+    from annotation.pages import page_numbers
 
     judgements = Judgement.objects.filter(assignment__hit__batch_id=batch_id)
     stored: dict[int, dict[int, str]] = {}
@@ -129,8 +130,11 @@ def ledger_check(batch_id: int, accepted: dict[int, list[dict]]) -> Ledger:
     ):
         stored.setdefault(assignment_id, {})[item_id] = level
     lost = mismatched = 0
+    handed_out = Assignment.objects.in_bulk(list(accepted))
     for assignment_id, answers in accepted.items():
-        mine = stored.get(assignment_id, {})
+        # The clients name pairs by their numbers on the page (annotation.pages).
+        number = page_numbers(assignment=handed_out[assignment_id])
+        mine = {number[item]: level for item, level in stored.get(assignment_id, {}).items()}
         sent = {answer["item"]: answer["level"] for answer in answers}
         if len(mine) < len(sent):
             lost += 1

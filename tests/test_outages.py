@@ -50,3 +50,20 @@ def test_django_uses_the_handler():
     from config import urls
 
     assert urls.handler500 == "config.outages.server_error_or_outage"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/accounts/login/", "/api/auth/token/"])
+def test_logins_paused_by_a_cache_outage_say_when_to_retry(client, settings, path):
+    # The login limits refuse rather than count nowhere: a 503 that says when to come back.
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
+        }
+    }
+    response = client.post(path, {"username": "ann", "password": "whatever"})
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "60"
+    assert "try again in a minute" in response.content.decode()

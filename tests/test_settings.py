@@ -33,6 +33,26 @@ def test_production_mode_without_secret_key_refuses_to_start(tmp_path):
     assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
 
 
+def _example_secret_key() -> str:
+    """The SECRET_KEY that .env.example sets: what a copied .env starts with."""
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    return next(line.split("=", 1)[1] for line in lines if line.startswith("SECRET_KEY="))
+
+
+@pytest.mark.parametrize(
+    "key", [_example_secret_key(), "insecure-development-key-do-not-use-in-production"]
+)
+def test_production_mode_refuses_a_secret_key_anyone_can_read(tmp_path, key):
+    env = {"DEBUG": "0", "MITL_VAR_DIR": str(tmp_path), "SECRET_KEY": key}
+    result = _settings_probe(env, "s.DEBUG")
+    assert result.returncode != 0
+    assert "SECRET_KEY is the placeholder from .env.example" in result.stderr
+    assert "secrets.token_urlsafe(50)" in result.stderr
+    # While developing (DEBUG on) the placeholder is harmless and still starts.
+    relaxed = _settings_probe({**env, "DEBUG": "1"}, "s.SECRET_KEY == " + repr(key))
+    assert (relaxed.returncode, relaxed.stdout.strip()) == (0, "True"), relaxed.stderr
+
+
 def test_embedded_default_is_sqlite_under_var_with_eager_tasks(tmp_path):
     result = _settings_probe(
         {"MITL_VAR_DIR": str(tmp_path)},
@@ -80,12 +100,17 @@ def test_login_rates_default_to_a_few_a_minute_and_can_be_switched_off(tmp_path)
             "MITL_VAR_DIR": str(tmp_path),
             "LOGIN_RATE_PER_IP": "off",
             "LOGIN_RATE_PER_USERNAME": "20/hour",
+            "LOGIN_RATE_PER_ACCOUNT": "50/hour",
         },
         rates,
     )
     assert default.returncode == 0, default.stderr
-    assert default.stdout.strip() == str({"login-ip": "10/min", "login-username": "5/min"})
-    assert changed.stdout.strip() == str({"login-ip": None, "login-username": "20/hour"})
+    assert default.stdout.strip() == str(
+        {"login-ip": "10/min", "login-username": "5/min", "login-account": "20/min"}
+    )
+    assert changed.stdout.strip() == str(
+        {"login-ip": None, "login-username": "20/hour", "login-account": "50/hour"}
+    )
 
 
 def test_a_malformed_login_rate_is_refused(tmp_path):

@@ -58,7 +58,7 @@ class QualificationSource(models.TextChoices):
 
 
 class QualificationPair(models.Model):
-    """A pair of a batch's qualification round, with its known answer."""
+    """A pair of a batch's qualification pool, with its known answer: each try draws from it."""
 
     batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="qualification_pairs")
     position = models.PositiveSmallIntegerField(help_text="Order in the round, from 0.")
@@ -70,6 +70,11 @@ class QualificationPair(models.Model):
     source = models.CharField(max_length=8, choices=QualificationSource.choices)
     note = models.TextField(
         blank=True, help_text="Why the answer is what it is; shown to the worker as feedback."
+    )
+    mturk_test = models.BooleanField(
+        default=False,
+        help_text="A pair of MTurk's test (annotation.mturk.qualification), never shown in a "
+        "try on the platform, whose feedback tells the answers.",
     )
 
     class Meta:
@@ -105,6 +110,11 @@ class QualificationAttempt(models.Model):
     answered = models.PositiveSmallIntegerField(default=0)
     passed = models.BooleanField(
         null=True, blank=True, help_text="Empty until every pair is answered."
+    )
+    pair_ids = models.JSONField(
+        default=list,
+        help_text="The try's pairs (QualificationPair ids) in the order it shows them: drawn "
+        "from the round's pool when the try starts, none shown in an earlier try of the worker.",
     )
 
     class Meta:

@@ -279,9 +279,14 @@ def _follow_new_assignment(previous: Assignment, assignment_id: str, now: dateti
 
 
 def mturk_assignment_submit(
-    *, assignment: Assignment, answers: Sequence[AnswerInput], now: datetime | None = None
+    *,
+    assignment: Assignment,
+    answers: Sequence[AnswerInput],
+    now: datetime | None = None,
+    by_page: bool = False,
 ) -> SubmissionResult:
-    """Store the answers that an MTurk worker sent from the HIT page, as submitted work.
+    """Store the answers that an MTurk worker sent from the HIT page, as submitted work
+    (`by_page`: the page names its pairs by their numbers there, `annotation.pages`).
 
     The page is public and MTurk's ids in its URL cannot be checked here, so nothing is
     approved or rejected now: the answers are stored with the golden check's result
@@ -299,6 +304,7 @@ def mturk_assignment_submit(
             golden_policy="review_all",  # the sync applies the policy once MTurk confirms
             worker=assignment.worker,
             now=now,
+            by_page=by_page,
         )
     except Assignment.DoesNotExist:  # given up, then deleted for newer work (_unconfirmed_trim)
         raise ServiceError(

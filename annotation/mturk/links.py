@@ -22,6 +22,7 @@ _HIT_SALT = "mitl.mturk.hit"
 _IMAGE_SALT = "mitl.mturk.image"
 _QUALIFICATION_IMAGE_SALT = "mitl.mturk.qualification-image"
 _INSTRUCTIONS_IMAGE_SALT = "mitl.mturk.instructions-image"
+_PAGE_IMAGE_SALT = "mitl.mturk.page-image"
 
 
 def hit_signature(hit_id: int) -> str:
@@ -58,8 +59,29 @@ def hit_page_path(hit: HIT) -> str:
 
 
 def image_path(item_id: int) -> str:
-    """Return the signed path of a HIT item's image."""
+    """Return the signed path of a HIT item's image (the offline layout's CSV names items by
+    id: its HITs never change their pairs, so their ids run in one block)."""
     return reverse("frontend:mturk-image", args=[item_id, image_signature(item_id)])
+
+
+def page_image_signature(hit_id: int, assignment_id: int, number: int) -> str:
+    """Return the signature in the image URL of pair `number` of a HIT page inside MTurk
+    (assignment 0: the preview)."""
+    return Signer(salt=_PAGE_IMAGE_SALT).signature(f"{hit_id}:{assignment_id}:{number}")
+
+
+def page_image_valid(*, hit_id: int, assignment_id: int, number: int, signature: str) -> bool:
+    """Say whether `signature` signs that pair's image of that HIT page."""
+    return constant_time_compare(page_image_signature(hit_id, assignment_id, number), signature)
+
+
+def page_image_path(hit_id: int, assignment_id: int | None, number: int) -> str:
+    """Return the signed path of the image of pair `number` of a HIT page inside MTurk: by
+    its number on the page (`annotation.pages`), never by the item's id. No assignment: the
+    preview, in the HIT's order."""
+    assignment = assignment_id or 0
+    signature = page_image_signature(hit_id, assignment, number)
+    return reverse("frontend:mturk-page-image", args=[hit_id, assignment, number, signature])
 
 
 def qualification_image_path(pair_id: int) -> str:

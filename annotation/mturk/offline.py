@@ -45,6 +45,9 @@ class ExportFiles:
     layout_html: str
     hits: int
     skipped: int  # published through the API already
+    # With a golden put in place of a suspended one: its newer item id, and its place last
+    # on the page, would point workers at the check (the layout shows ids, in HIT order).
+    replaced: int = 0
 
 
 def mturk_export(*, batch: Batch, base_url: str | None = None) -> ExportFiles:
@@ -53,13 +56,22 @@ def mturk_export(*, batch: Batch, base_url: str | None = None) -> ExportFiles:
         raise MTurkError(f"batch {batch.pk} is {batch.state}: export a batch in annotating state")
     # The images are signed links that MTurk's workers open: always HTTPS.
     base = public_base_url(base_url, production=True)
-    rows, skipped = _input_hits(batch, _input_items(batch, base=base))
+    replaced = set(
+        HITItem.objects.filter(
+            hit__batch=batch, hit__external_id__isnull=True, added_after__isnull=False
+        ).values_list("hit_id", flat=True)
+    )
+    rows, skipped = _input_hits(batch, _input_items(batch, base=base), leave_out=replaced)
     if not rows:
         raise MTurkError(f"batch {batch.pk} has no HIT left to export")
     width = max(len(row.items) for row in rows)
     layout = layout_html(pairs=width, followups=batch_config(batch).followups)
     return ExportFiles(
-        input_csv=batch_input_csv(rows), layout_html=layout, hits=len(rows), skipped=skipped
+        input_csv=batch_input_csv(rows),
+        layout_html=layout,
+        hits=len(rows),
+        skipped=skipped,
+        replaced=len(replaced),
     )
 
 
@@ -78,12 +90,17 @@ def _input_items(batch: Batch, *, base: str) -> dict[int, list[InputItem]]:
     return items_of
 
 
-def _input_hits(batch: Batch, items_of: dict[int, list[InputItem]]) -> tuple[list[InputHit], int]:
-    """Return the rows of the HITs not on MTurk yet, and how many were left out."""
+def _input_hits(
+    batch: Batch, items_of: dict[int, list[InputItem]], *, leave_out: set[int]
+) -> tuple[list[InputHit], int]:
+    """Return the rows of the HITs not on MTurk yet, less `leave_out`, and how many were
+    left out as on MTurk already."""
     rows, skipped = [], 0
     for hit in batch.hits.order_by("index"):
         if hit.external_id:
             skipped += 1
+            continue
+        if hit.pk in leave_out:
             continue
         rows.append(InputHit(batch_id=batch.pk, hit_id=hit.pk, items=items_of.get(hit.pk, [])))
     return rows, skipped

@@ -3,8 +3,11 @@ made at publication, required by the batch's HIT type, and granted by the platfo
 
 Two modes (`HitTypeSettings.qualification_mode`):
 
-    test      the round's pairs become the type's Test and AnswerKey (qualification_test):
-              MTurk scores the worker's answers, and the HIT type asks for the pass mark
+    test      pairs of its own (`qualification_test_pairs`: as many as a try shows here, never
+              shown in a try here) become the type's Test and AnswerKey (qualification_test):
+              MTurk scores the worker's answers, and the HIT type asks for the pass mark.
+              MTurk gives no feedback per pair, only the score, and every retry shows the
+              same test
     granted   a type without a test: the platform grants it (AssociateQualificationWithWorker,
               `mturk_qualification_grant`), e.g. to workers who passed the round here
 
@@ -27,7 +30,7 @@ from django.utils.crypto import salted_hmac
 
 from annotation.errors import ServiceError
 from annotation.models import Batch, QualificationPair, Worker, WorkerSource
-from annotation.qualification.pairs import qualification_pairs_draw
+from annotation.qualification.pairs import qualification_test_pairs
 from mitl.config import BatchConfig, batch_config
 
 from .client import mturk_call, mturk_client_for, mturk_pages
@@ -75,7 +78,8 @@ def mturk_qualification_ensure(
     if stored and _hits_on(batch, state, environment):
         return stored["id"]  # published HITs require it: it stays for the batch
     hit_settings = _hit_settings(batch)
-    pairs = _pairs(batch)
+    pairs = _pairs(batch) if hit_settings.qualification_mode == "test" else []
+    count = len(pairs) or config.qualification_pairs  # granted: as the platform's round
     base = public_base_url(base_url, production=production)
     request = _type_request(batch, config, hit_settings, pairs, base=base)
     fingerprint = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:16]
@@ -87,8 +91,8 @@ def mturk_qualification_ensure(
         "id": type_id,
         "name": name,
         "mode": hit_settings.qualification_mode,
-        "minimum": pass_mark(config.qualification_pass, len(pairs)),
-        "pairs": len(pairs),
+        "minimum": pass_mark(config.qualification_pass, count),
+        "pairs": count,
         "fingerprint": fingerprint,
         "created_at": now_iso(timezone.now()),
         "grants": {},
@@ -182,11 +186,7 @@ def mturk_qualification_overview(*, batch: Batch) -> dict[str, Any] | None:
     state = batch.mturk or {}
     environment = state.get("environment")
     stored = state.get("qualification", {}).get(environment) if environment else None
-    pairs = (
-        stored["pairs"]
-        if stored
-        else (QualificationPair.objects.filter(batch=batch).count() or config.qualification_pairs)
-    )
+    pairs = stored["pairs"] if stored else config.qualification_pairs
     try:
         mode = batch_hit_settings(batch).qualification_mode
     except MTurkInputError:
@@ -241,28 +241,12 @@ def _hit_settings(batch: Batch) -> HitTypeSettings:
 
 
 def _pairs(batch: Batch) -> list[QualificationPair]:
-    """Return the batch's qualification pairs in order, drawing them if there are none yet."""
-    pairs = _pairs_stored(batch)
-    if not pairs:
-        try:
-            qualification_pairs_draw(batch=batch)
-        except ServiceError as exc:  # a publication reports MTurkErrors (last_publish)
-            raise MTurkError(str(exc)) from exc
-        pairs = _pairs_stored(batch)
-    if not pairs:
-        raise MTurkError(
-            f"batch {batch.pk} asks for a qualification round but has no qualification pairs: "
-            "choose them in the batch wizard (or set `qualification_pairs` to 0)"
-        )
-    return pairs
-
-
-def _pairs_stored(batch: Batch) -> list[QualificationPair]:
-    return list(
-        QualificationPair.objects.filter(batch=batch)
-        .select_related("image", "caption")
-        .order_by("position")
-    )
+    """Return the pairs of the batch's MTurk test in order, drawn now if it has none yet:
+    pairs of its own, never shown in a try on the platform (whose feedback tells answers)."""
+    try:
+        return qualification_test_pairs(batch=batch)
+    except ServiceError as exc:  # a publication reports MTurkErrors (last_publish)
+        raise MTurkError(str(exc)) from exc
 
 
 def _type_request(
@@ -274,9 +258,6 @@ def _type_request(
     base: str,
 ) -> dict[str, Any]:
     """Return CreateQualificationType's arguments, less the Name."""
-    count = len(pairs)
-    to_pass = pairs_to_pass(config.qualification_pass, count)
-    minimum = pass_mark(config.qualification_pass, count)
     request: dict[str, Any] = {"Keywords": KEYWORDS, "QualificationTypeStatus": "Active"}
     if hit_settings.qualification_mode == "granted":
         request["Description"] = (
@@ -285,13 +266,16 @@ def _type_request(
             "take here."
         )
         return request
+    count = len(pairs)
+    to_pass = pairs_to_pass(config.qualification_pass, count)
+    minimum = pass_mark(config.qualification_pass, count)
     retry = config.qualification_attempts > 1
     request["Description"] = (
         f"A short test before batch {batch.pk}'s image description HITs: {count} pairs of an "
         f"image and a description with known answers. Answer at least {to_pass} of {count} "
         f"right ({minimum}%) to work on the HITs."
         + (
-            f" If you do not pass, you may try again after "
+            f" If you do not pass, you may take the same test again after "
             f"{_duration(hit_settings.qualification_retry_minutes)}."
             if retry
             else " You can take it once."

@@ -5,7 +5,10 @@ One question per qualification pair: the image (a signed public link to this pla
 the description, and the four answers as radio buttons. Either YES answer is right for a
 positive pair, either NO answer for a negative one (`mitl.quality.golden_answered_right`'s
 rule); each right answer scores 1, and the worker's qualification value is the percentage
-of pairs answered right (`PercentageMapping`).
+of pairs answered right (`PercentageMapping`). MTurk tells the worker that value, never
+which answer was wrong, and shows the same test on every retry: its pairs are the test's
+own (`annotation.qualification.pairs.qualification_test_pairs`), never shown in the
+platform's round, whose feedback tells the answers.
 
 Pure: no Django, no boto3.
 """

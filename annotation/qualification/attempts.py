@@ -2,9 +2,12 @@
 
 A batch whose config sets `qualification_pairs` above 0 hands its HITs to a platform or
 simulated worker only after the worker passes this short round of pairs with known
-answers (the gate below, which the hand-out asks); its pairs come from
-`annotation.qualification.pairs`. Unlike a HIT's golden pairs, these are practice: the
-worker reads, after every answer, whether it was right, the right answer and why.
+answers (the gate below, which the hand-out asks). Unlike a HIT's golden pairs, these are
+practice: the worker reads, after every answer, whether it was right, the right answer
+and why. So each try draws its own pairs from the round's pool
+(`annotation.qualification.pairs`), none that an earlier try of the worker showed, in an
+order of its own (`mitl.qualification.qualification_try_draw`): a second try cannot be
+passed by replaying the first one's feedback.
 
 MTurk workers are kept out by MTurk itself, through the QualificationRequirement the
 batch's HIT type carries (`annotation.mturk.qualification`: they take the same test as an
@@ -17,6 +20,7 @@ the try's row.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -41,9 +45,11 @@ from mitl.qualification import (
     qualification_answer_right,
     qualification_passed,
     qualification_state,
+    qualification_try_draw,
 )
 
 _ELAPSED_MAX = 2**31 - 1
+_DRAWS = random.SystemRandom()  # a worker cannot foresee a try's pairs or their order
 
 
 @dataclass(frozen=True)
@@ -137,9 +143,12 @@ def qualification_status(*, worker: Worker, batch: Batch) -> QualificationStatus
 def qualification_attempt_open(*, batch: Batch, worker: Worker) -> QualificationAttempt:
     """Return the worker's try in progress, or start its next one while it has tries left.
 
+    A new try draws `qualification_pairs` pairs of the pool that no earlier try of the
+    worker showed (MTurk's test pairs never), with the round's mix, in a random order.
     Refused for a blocked worker, one who passed already or has no tries left, and for a
-    batch without a round, without pairs yet, or not taking answers. The worker's row is
-    locked first, so two tabs never start two tries.
+    batch without a round, without pairs yet, with no fresh pairs left for the try (a pool
+    from before pools: `batch_qualification BATCH --draw` fills it), or not taking answers.
+    The worker's row is locked first, so two tabs never start two tries.
     """
     with transaction.atomic():
         locked_worker = Worker.objects.select_for_update(no_key=True).get(pk=worker.pk)
@@ -155,7 +164,7 @@ def qualification_attempt_open(*, batch: Batch, worker: Worker) -> Qualification
                 f"batch {batch.pk} is {locked.state}, not taking answers: its qualification "
                 "round is closed"
             )
-        if not QualificationPair.objects.filter(batch_id=batch.pk).exists():
+        if not QualificationPair.objects.filter(batch_id=batch.pk, mturk_test=False).exists():
             raise ServiceError(
                 f"batch {batch.pk} has no qualification pairs yet; an admin draws them "
                 f"(python manage.py batch_qualification {batch.pk} --draw)"
@@ -175,22 +184,43 @@ def qualification_attempt_open(*, batch: Batch, worker: Worker) -> Qualification
                 f"tries left (of {config.qualification_attempts}): its HITs stay closed to you"
             )
         number = max((a.number for a in attempts), default=0) + 1
+        pair_ids = _try_draw(batch.pk, config.qualification_pairs, attempts)
+        if pair_ids is None:
+            raise ServiceError(
+                f"batch {batch.pk}'s qualification pool has no fresh pairs left for your try "
+                f"{number}; an admin fills it (python manage.py batch_qualification "
+                f"{batch.pk} --draw)"
+            )
         return QualificationAttempt.objects.create(
-            batch_id=batch.pk, worker_id=worker.pk, number=number
+            batch_id=batch.pk, worker_id=worker.pk, number=number, pair_ids=pair_ids
         )
 
 
+def _try_draw(batch_id: int, pairs: int, earlier: list[QualificationAttempt]) -> list[int] | None:
+    """Draw a try's pair ids from the pool, leaving out what the earlier tries showed."""
+    shown = {pair_id for attempt in earlier for pair_id in attempt.pair_ids}
+    fresh = (
+        QualificationPair.objects.filter(batch_id=batch_id, mturk_test=False)
+        .exclude(pk__in=shown)
+        .order_by("pk")
+        .values_list("pk", "positive")
+    )
+    matches = [pk for pk, positive in fresh if positive]
+    mismatches = [pk for pk, positive in fresh if not positive]
+    return qualification_try_draw(matches=matches, mismatches=mismatches, pairs=pairs, rng=_DRAWS)
+
+
 def qualification_pair_next(*, attempt: QualificationAttempt) -> QualificationPair | None:
-    """Return the try's next unanswered pair in the round's order; None once all are answered."""
+    """Return the try's next unanswered pair in the try's order; None once all are answered."""
     if attempt.finished_at is not None:
         return None
-    return (
-        QualificationPair.objects.filter(batch_id=attempt.batch_id)
-        .exclude(pk__in=QualificationAnswer.objects.filter(attempt=attempt).values("pair_id"))
-        .select_related("image", "caption")
-        .order_by("position")
-        .first()
+    answered = set(
+        QualificationAnswer.objects.filter(attempt=attempt).values_list("pair_id", flat=True)
     )
+    next_id = next((pk for pk in attempt.pair_ids if pk not in answered), None)
+    if next_id is None:
+        return None
+    return QualificationPair.objects.select_related("image", "caption").get(pk=next_id)
 
 
 def qualification_answer_record(
@@ -198,8 +228,9 @@ def qualification_answer_record(
 ) -> AnswerFeedback:
     """Store the worker's answer to one pair of its try and return the feedback it reads.
 
-    Right or wrong as a golden pair is checked (a YES level for a matching pair, a NO level
-    for one that does not match). The answer to the try's last pair finishes the try:
+    Only a pair of this try is taken. Right or wrong as a golden pair is checked (a YES
+    level for a matching pair, a NO level for one that does not match). The answer to the
+    try's last pair finishes the try:
     passed when right answers / pairs reach `qualification_pass` (exactly). Answering a pair
     again (a reload, a second tab) stores nothing and returns the first answer's feedback.
     `attempt` is updated in place.
@@ -215,11 +246,12 @@ def qualification_answer_record(
         Worker.objects.select_for_update(no_key=True).get(pk=attempt.worker_id)
         locked = QualificationAttempt.objects.select_for_update().get(pk=attempt.pk)
         pair = QualificationPair.objects.filter(pk=pair_id, batch_id=locked.batch_id).first()
-        if pair is None:
+        if pair is None or pair.pk not in locked.pair_ids:
             raise ServiceError(
-                f"pair {pair_id} is not in the qualification round of batch {locked.batch_id}"
+                f"pair {pair_id} is not in your try {locked.number} of the qualification round "
+                f"of batch {locked.batch_id}"
             )
-        total = QualificationPair.objects.filter(batch_id=locked.batch_id).count()
+        total = len(locked.pair_ids)
         stored = QualificationAnswer.objects.filter(attempt=locked, pair=pair).first()
         if stored is None:
             if locked.finished_at is not None:
@@ -265,8 +297,7 @@ def qualification_answer_feedback(
     )
     if stored is None:
         return None
-    total = QualificationPair.objects.filter(batch_id=attempt.batch_id).count()
-    return _feedback(attempt, stored.pair, stored.correct, total)
+    return _feedback(attempt, stored.pair, stored.correct, len(attempt.pair_ids))
 
 
 def _feedback(

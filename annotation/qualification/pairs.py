@@ -1,11 +1,14 @@
-"""A batch's qualification pairs: drawn as golden pairs are, or chosen by an admin.
+"""A batch's qualification pool: pairs drawn as golden pairs are, or chosen by an admin.
 
-The round (`annotation.qualification.attempts`) shows them one at a time with feedback. They are
-drawn when the batch's HITs are built (half original pairs, half pairs outside every
-annotator's top ranks) and never one shown on the batch's HIT pages, so the round never
-gives away a real HIT's golden or task pair; an admin may choose them instead, from a CSV
-(`batch_qualification BATCH --pairs FILE.csv`), until a worker's try or MTurk's test
-points at them.
+Each try of the round (`annotation.qualification.attempts`) draws its pairs from the pool
+and shows them one at a time with feedback; the pool holds enough that no try of a worker
+shows a pair an earlier try told them the answer of (`qualification_pairs` x
+`qualification_attempts`). The pool is drawn when the batch's HITs are built (half
+original pairs, half pairs outside every annotator's top ranks) and never holds a pair
+shown on the batch's HIT pages, so the round never gives away a real HIT's golden or task
+pair; an admin may choose it instead, from a CSV (`batch_qualification BATCH --pairs
+FILE.csv`), until a worker's try or MTurk's test points at it. MTurk's test has pairs of
+its own (`qualification_test_pairs`), never shown in a try here.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import transaction
+from django.db.models import Max
 
 from annotation.errors import ServiceError
 from annotation.goldens import golden_pool
@@ -29,13 +33,19 @@ from annotation.models import (
     QualificationPair,
     QualificationSource,
 )
-from mitl.config import BatchConfig, batch_config
+from mitl.config import QUALIFICATION_POOL_MAX, batch_config
 from mitl.hits import ItemSpec, PackingError, Role, golden_replacement
-from mitl.qualification import NEGATIVE_NOTE, POSITIVE_NOTE, qualification_mix
+from mitl.qualification import (
+    NEGATIVE_NOTE,
+    POSITIVE_NOTE,
+    qualification_mix,
+    qualification_pool_needs,
+    qualification_pool_shortfall,
+)
 
 # Mixed into the batch seed, so the round's draws differ from the HITs' golden draws.
 _SEED_TAG = 0x5155_414C  # "QUAL"
-MAX_PAIRS = 50  # as `qualification_pairs` allows (mitl.config)
+_MTURK_TAG = 0x4D54  # "MT": MTurk's test, apart from the pool
 
 
 @dataclass(frozen=True)
@@ -58,57 +68,99 @@ class QualificationPairError(ServiceError):
 
 
 def qualification_pairs_draw(*, batch: Batch) -> int:
-    """Draw the round's pairs once, as golden pairs are drawn; return how many (0 if any exist).
+    """Fill the round's pool by drawing, as golden pairs are drawn; return how many were drawn.
 
-    About half are golden true positives (original pairs), half golden true negatives (for
-    one of the batch's queries, outside every annotator's top `golden_negative_depth`),
-    none shown on a HIT page of the batch, so the round never gives away a real HIT's
-    golden or task pair. Seeded from the batch seed; positions shuffled. A batch without a
-    round gets none. Called when the HITs are built; an adaptive batch's later rounds keep
-    the pairs of its first.
+    The pool holds what every worker's tries need (`mitl.qualification.qualification_pool_needs`:
+    `qualification_pairs` x `qualification_attempts`, half of them matches): golden true
+    positives (original pairs) and golden true negatives (for one of the batch's queries,
+    outside every annotator's top `golden_negative_depth`), none shown on a HIT page of the
+    batch, so the round never gives away a real HIT's golden or task pair. Seeded from the
+    batch seed; positions shuffled. A full pool draws nothing; one short of its pairs (made
+    before pools, or before `qualification_attempts` was raised) gets the missing ones, which
+    leaves the tries taken so far as they are. A batch without a round gets none. Called
+    when the HITs are built; an adaptive batch's later rounds keep the pool of its first.
     """
     config = batch_config(batch)
     if not config.qualification_required:
         return 0
     with transaction.atomic():
         Batch.objects.select_for_update().get(pk=batch.pk)  # one draw at a time
-        if QualificationPair.objects.filter(batch_id=batch.pk).exists():
+        pool = QualificationPair.objects.filter(batch_id=batch.pk, mturk_test=False)
+        have_yes = pool.filter(positive=True).count()
+        have_no = pool.count() - have_yes
+        need_yes, need_no = qualification_pool_needs(
+            config.qualification_pairs, config.qualification_attempts
+        )
+        roles = [Role.GOLDEN_TP] * max(0, need_yes - have_yes)
+        roles += [Role.GOLDEN_TN] * max(0, need_no - have_no)
+        if not roles:
             return 0
-        if not HIT.objects.filter(batch_id=batch.pk).exists():
-            raise ServiceError(
-                f"batch {batch.pk} has no HITs yet: its qualification pairs are drawn once "
-                f"its HITs are built (batch_run {batch.pk} --until annotating)"
-            )
-        on_page = set(
-            HITItem.objects.filter(hit__batch_id=batch.pk).values_list("image_id", "caption_id")
+        drawn = _pairs_draw(
+            batch,
+            roles,
+            seed=[config.seed, _SEED_TAG, have_yes + have_no],
+            what=f"{len(roles)} qualification pairs for its pool",
+            instead=f"choose them instead: python manage.py batch_qualification {batch.pk} "
+            "--pairs FILE.csv",
         )
-        drawn = _round_draw(batch, config, on_page)
-        positions = np.random.default_rng([config.seed, _SEED_TAG]).permutation(len(drawn))
-        QualificationPair.objects.bulk_create(
-            [
-                QualificationPair(
-                    batch_id=batch.pk,
-                    position=int(position),
-                    image_id=spec.image_id,
-                    caption_id=spec.caption_id,
-                    positive=spec.role == Role.GOLDEN_TP,
-                    source=QualificationSource.GOLDEN,
-                    note=POSITIVE_NOTE if spec.role == Role.GOLDEN_TP else NEGATIVE_NOTE,
-                )
-                for position, spec in zip(positions, drawn, strict=True)
-            ]
-        )
+        _pairs_store(batch, drawn, mturk_test=False)
     return len(drawn)
 
 
-def _round_draw(batch: Batch, config: BatchConfig, on_page: set[tuple[int, int]]) -> list[ItemSpec]:
-    """Draw the round's matches, then its mismatches, as goldens are drawn, off `on_page`."""
+def qualification_test_pairs(*, batch: Batch) -> list[QualificationPair]:
+    """Return the pairs of MTurk's test, in order, drawing them first if there are none.
+
+    MTurk shows one test again on every retry, so its pairs are `qualification_pairs` of
+    their own, with the round's mix, drawn as the pool is but apart from it: no try on the
+    platform shows one (its feedback would tell MTurk's answer key). Empty for a batch
+    without a round. Drawn once; an admin's pool (`qualification_pairs_set`) drops them,
+    and the next publication draws them again.
+    """
+    config = batch_config(batch)
+    if not config.qualification_required:
+        return []
+    with transaction.atomic():
+        Batch.objects.select_for_update().get(pk=batch.pk)
+        stored = _test_pairs(batch)
+        if stored:
+            return stored
+        matches, mismatches = qualification_mix(config.qualification_pairs)
+        drawn = _pairs_draw(
+            batch,
+            [Role.GOLDEN_TP] * matches + [Role.GOLDEN_TN] * mismatches,
+            seed=[config.seed, _SEED_TAG, _MTURK_TAG],
+            what=f"{config.qualification_pairs} pairs for MTurk's qualification test",
+            instead="publish it with `qualification_mode` granted instead",
+        )
+        _pairs_store(batch, drawn, mturk_test=True)
+        return _test_pairs(batch)
+
+
+def _test_pairs(batch: Batch) -> list[QualificationPair]:
+    return list(
+        QualificationPair.objects.filter(batch_id=batch.pk, mturk_test=True)
+        .select_related("image", "caption")
+        .order_by("position")
+    )
+
+
+def _pairs_draw(
+    batch: Batch, roles: Sequence[Role], *, seed: list[int], what: str, instead: str
+) -> list[ItemSpec]:
+    """Draw one pair per role as goldens are drawn, off every HIT page and every pair the
+    batch has already (`golden_pool` leaves those out); `seed` + the index seeds each."""
+    if not HIT.objects.filter(batch_id=batch.pk).exists():
+        raise ServiceError(
+            f"batch {batch.pk} has no HITs yet: its qualification pairs are drawn once "
+            f"its HITs are built (batch_run {batch.pk} --until annotating)"
+        )
+    on_page = set(
+        HITItem.objects.filter(hit__batch_id=batch.pk).values_list("image_id", "caption_id")
+    )
     pool = golden_pool(batch_id=batch.pk, dataset_id=batch.dataset_id)
     queries = sorted(pool.negatives)
-    matches, _ = qualification_mix(config.qualification_pairs)
     drawn = []
-    for index in range(config.qualification_pairs):
-        role = Role.GOLDEN_TP if index < matches else Role.GOLDEN_TN
+    for index, role in enumerate(roles):
         try:
             drawn.append(
                 golden_replacement(
@@ -116,29 +168,49 @@ def _round_draw(batch: Batch, config: BatchConfig, on_page: set[tuple[int, int]]
                     pool=pool,
                     queries=queries,
                     on_page=on_page,  # the draw adds its pair: no pair twice
-                    seed=[config.seed, _SEED_TAG, index],
+                    seed=[*seed, index],
                 )
             )
         except PackingError as exc:
-            raise ServiceError(
-                f"batch {batch.pk}: cannot draw {config.qualification_pairs} qualification "
-                f"pairs ({exc}); choose them instead: "
-                f"python manage.py batch_qualification {batch.pk} --pairs FILE.csv"
-            ) from exc
+            raise ServiceError(f"batch {batch.pk}: cannot draw {what} ({exc}); {instead}") from exc
     return drawn
 
 
-def qualification_pairs_set(*, batch: Batch, pairs: Sequence[QualificationPairInput]) -> int:
-    """Make `pairs` the batch's round, in their order, in place of the pairs it had.
+def _pairs_store(batch: Batch, drawn: Sequence[ItemSpec], *, mturk_test: bool) -> None:
+    """Store drawn pairs after the batch's last position, in a seeded shuffled order."""
+    config = batch_config(batch)
+    last = QualificationPair.objects.filter(batch_id=batch.pk).aggregate(last=Max("position"))
+    start = 0 if last["last"] is None else last["last"] + 1
+    order = np.random.default_rng([config.seed, _SEED_TAG, start]).permutation(len(drawn))
+    QualificationPair.objects.bulk_create(
+        [
+            QualificationPair(
+                batch_id=batch.pk,
+                position=start + int(offset),
+                image_id=spec.image_id,
+                caption_id=spec.caption_id,
+                positive=spec.role == Role.GOLDEN_TP,
+                source=QualificationSource.GOLDEN,
+                note=POSITIVE_NOTE if spec.role == Role.GOLDEN_TP else NEGATIVE_NOTE,
+                mturk_test=mturk_test,
+            )
+            for offset, spec in zip(order, drawn, strict=True)
+        ]
+    )
 
-    Refused once a worker has started the round (its answers point at the pairs) or HITs on
-    MTurk require MTurk's test of them (it shows their images), for a
+
+def qualification_pairs_set(*, batch: Batch, pairs: Sequence[QualificationPairInput]) -> int:
+    """Make `pairs` the batch's pool, in their order, in place of the pool it had.
+
+    Refused once a worker has started the round (its answers point at the pairs), for a
     batch without a round or without HITs yet (the pairs are checked against their pages),
-    and for a pair that names an image or caption the dataset lacks,
-    an invalid caption, a pair twice, or a pair on a HIT page of the batch (the round must
-    not give a real HIT's pair away). Returns how many pairs the round now has.
+    for a pool too small for every try to show fresh pairs (`qualification_pool_shortfall`),
+    and for a pair that names an image or caption the dataset lacks, an invalid caption, a
+    pair twice, a pair on a HIT page of the batch (the round must not give a real HIT's pair
+    away) or one of MTurk's test (`qualification_test_pairs`, kept). Returns the pool's size.
     """
-    if not batch_config(batch).qualification_required:
+    config = batch_config(batch)
+    if not config.qualification_required:
         raise ServiceError(
             f"batch {batch.pk} has no qualification round: its config sets qualification_pairs "
             "to 0 (create a batch whose config asks for one)"
@@ -150,9 +222,22 @@ def qualification_pairs_set(*, batch: Batch, pairs: Sequence[QualificationPairIn
         )
     if not pairs:
         raise ServiceError("give at least one qualification pair", field="pairs")
-    if len(pairs) > MAX_PAIRS:
+    if len(pairs) > QUALIFICATION_POOL_MAX:
         raise ServiceError(
-            f"a qualification round has at most {MAX_PAIRS} pairs (got {len(pairs)})",
+            f"a qualification pool has at most {QUALIFICATION_POOL_MAX} pairs (got {len(pairs)})",
+            field="pairs",
+        )
+    matches = sum(pair.positive for pair in pairs)
+    shortfall = qualification_pool_shortfall(
+        matches=matches,
+        mismatches=len(pairs) - matches,
+        pairs=config.qualification_pairs,
+        attempts=config.qualification_attempts,
+    )
+    if shortfall:
+        raise ServiceError(
+            f"batch {batch.pk}: too few qualification pairs: {shortfall}. Give more pairs, or "
+            "a batch config with fewer `qualification_pairs` or `qualification_attempts`",
             field="pairs",
         )
     rows = _admin_pairs_check(batch, pairs)
@@ -164,21 +249,26 @@ def qualification_pairs_set(*, batch: Batch, pairs: Sequence[QualificationPairIn
                 f"batch {batch.pk}: its qualification round has started ({started} tries so "
                 "far); its pairs can no longer change (the answers point at them)"
             )
-        if _mturk_test_live(locked):
+        if _mturk_test_shows_pool(locked):
             raise ServiceError(
                 f"batch {batch.pk}: its HITs on MTurk require the qualification test made of "
                 "these pairs (the test shows their images); its pairs can no longer change"
             )
-        QualificationPair.objects.filter(batch_id=batch.pk).delete()
+        QualificationPair.objects.filter(batch_id=batch.pk, mturk_test=False).delete()
+        kept = QualificationPair.objects.filter(batch_id=batch.pk).aggregate(last=Max("position"))
+        start = 0 if kept["last"] is None else kept["last"] + 1  # after MTurk's test pairs
+        for row in rows:
+            row.position += start
         QualificationPair.objects.bulk_create(rows)
     return len(rows)
 
 
-def _mturk_test_live(batch: Batch) -> bool:
-    """Say whether HITs of the batch on MTurk require MTurk's test of the round's pairs.
+def _mturk_test_shows_pool(batch: Batch) -> bool:
+    """Say whether HITs of the batch on MTurk require a test made of the pool's pairs.
 
-    That test links to the pairs' images (annotation.mturk.qualification keeps its type in
-    `Batch.mturk["qualification"][environment]`): replacing the pairs would break it.
+    A test made before MTurk's test had pairs of its own showed the pool and links to its
+    images (annotation.mturk.qualification keeps its type in
+    `Batch.mturk["qualification"][environment]`): replacing the pool would break it.
     """
     state = batch.mturk or {}
     environment = state.get("environment")
@@ -187,6 +277,7 @@ def _mturk_test_live(batch: Batch) -> bool:
         stored
         and stored.get("mode") == "test"
         and HIT.objects.filter(batch_id=batch.pk, external_id__isnull=False).exists()
+        and not QualificationPair.objects.filter(batch_id=batch.pk, mturk_test=True).exists()
     )
 
 
@@ -208,6 +299,11 @@ def _admin_pairs_check(
     }
     on_page = set(
         HITItem.objects.filter(hit__batch_id=batch.pk).values_list("image_id", "caption_id")
+    )
+    in_test = set(
+        QualificationPair.objects.filter(batch_id=batch.pk, mturk_test=True).values_list(
+            "image_id", "caption_id"
+        )
     )
     seen: dict[tuple[int, int], int] = {}
     rows = []
@@ -234,6 +330,12 @@ def _admin_pairs_check(
                 index,
                 f"{named} is on a HIT page of batch {batch.pk}; the round must not show a "
                 "real HIT's pair (choose another)",
+            )
+        if key in in_test:
+            raise QualificationPairError(
+                index,
+                f"{named} is a pair of MTurk's qualification test; a try here must not tell "
+                "its answer (choose another)",
             )
         seen[key] = index
         rows.append(

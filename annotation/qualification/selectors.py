@@ -31,7 +31,7 @@ class WorkerRound:
     attempts_used: int
     attempts_allowed: int
     in_progress: bool  # a try started and not finished
-    pairs: int
+    pairs: int  # shown in a try (each try draws its own from the pool)
     pass_percent: str  # "80", "87.5"
     keeps_hits: bool  # free HITs of the batch that the round keeps from the worker
 
@@ -80,7 +80,7 @@ def qualification_rounds_for(*, worker: Worker) -> list[WorkerRound]:
                 attempts_used=progress.attempts_used,
                 attempts_allowed=progress.attempts_allowed,
                 in_progress=progress.in_progress is not None,
-                pairs=QualificationPair.objects.filter(batch=batch).count(),
+                pairs=config.qualification_pairs,
                 pass_percent=percent(config.qualification_pass),
                 keeps_hits=free and progress.status != QualificationStatus.QUALIFIED,
             )
@@ -89,7 +89,8 @@ def qualification_rounds_for(*, worker: Worker) -> list[WorkerRound]:
 
 
 def qualification_summary(*, batch: Batch) -> dict[str, Any] | None:
-    """Return the batch page's view of its round: settings, pairs, tries and who passed.
+    """Return the batch page's view of its round: settings, pairs (the pool, then MTurk's
+    test pairs: `mturk_test`), tries and who passed.
 
     None for a batch without a round (and without pairs). The pass rate is over finished
     tries; a failed worker has used every try without passing.
@@ -102,10 +103,11 @@ def qualification_summary(*, batch: Batch) -> dict[str, Any] | None:
             n_answers=Count("answers"),
             n_right=Count("answers", filter=Q(answers__correct=True)),
         )
-        .order_by("position")
+        .order_by("mturk_test", "position")
     )
     if not config.qualification_required and not pairs:
         return None
+    pool = [pair for pair in pairs if not pair.mturk_test]
     attempts = QualificationAttempt.objects.filter(batch=batch)
     finished = attempts.filter(finished_at__isnull=False)
     per_worker = attempts.values("worker").annotate(
@@ -121,7 +123,7 @@ def qualification_summary(*, batch: Batch) -> dict[str, Any] | None:
     n_finished = finished.count()
     n_passed = finished.filter(passed=True).count()
     sources = dict(
-        QualificationPair.objects.filter(batch=batch)
+        QualificationPair.objects.filter(batch=batch, mturk_test=False)
         .values_list("source")
         .annotate(n=Count("pk"))
         .values_list("source", "n")
@@ -129,6 +131,9 @@ def qualification_summary(*, batch: Batch) -> dict[str, Any] | None:
     return {
         "required": config.qualification_required,
         "pairs_configured": config.qualification_pairs,
+        "pool_needed": config.qualification_pool,
+        "pool_size": len(pool),
+        "test_pairs": len(pairs) - len(pool),
         "pass_percent": percent(config.qualification_pass),
         "attempts_allowed": config.qualification_attempts,
         "pairs": pairs,

@@ -17,7 +17,9 @@ class LoginView(auth_views.LoginView):
         try:
             wait = login_throttle_wait(request)
         except RateLimitUnavailable as exc:
-            return self._refused(request, str(exc.detail).capitalize() + ".", status=503)
+            response = self._refused(request, str(exc.detail).capitalize() + ".", status=503)
+            response["Retry-After"] = str(exc.wait)
+            return response
         if wait is None:
             return super().post(request, *args, **kwargs)
         response = self._refused(

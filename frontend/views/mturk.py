@@ -8,6 +8,7 @@ cost, publish, sync, decisions, bonuses, blocks).
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 from urllib.parse import urlencode
 
@@ -41,7 +42,7 @@ from annotation.mturk.hit_page import (
 )
 from annotation.mturk.hit_settings import mturk_batch_cost, mturk_settings_save
 from annotation.mturk.hit_type import parse_money
-from annotation.mturk.links import image_path, signature_valid
+from annotation.mturk.links import page_image_path, page_image_valid, signature_valid
 from annotation.mturk.payments import (
     mturk_bonus_send,
     mturk_hits_expire,
@@ -65,6 +66,7 @@ from annotation.mturk.selectors import mturk_batch_overview, mturk_external_subm
 from annotation.mturk.state import is_production
 from annotation.mturk.topups import mturk_topups_pay
 from annotation.mturk.wages import batch_wage_overview
+from annotation.pages import page_item_id
 from annotation.review import assignment_review
 from annotation.selectors import hit_page_content
 from annotation.tasks import mturk_publish_queue, mturk_sync_queue
@@ -91,7 +93,8 @@ def _framed(response: HttpResponse) -> HttpResponse:
 
 
 def _page_context(hit: HIT, assignment: Assignment | None = None) -> dict[str, Any]:
-    content = hit_page_content(hit=hit, image_url=image_path, assignment=assignment)
+    image_url = partial(page_image_path, hit.pk, assignment.pk if assignment else None)
+    content = hit_page_content(hit=hit, image_url=image_url, assignment=assignment)
     return {"hit": hit, **content, **mturk_instructions(hit=hit, assignment=assignment)}
 
 
@@ -194,7 +197,9 @@ def mturk_submit(request: HttpRequest) -> JsonResponse:
         )
     try:
         result = mturk_assignment_submit(
-            assignment=assignment, answers=answer_inputs(serializer.validated_data)
+            assignment=assignment,
+            answers=answer_inputs(serializer.validated_data),
+            by_page=True,  # the page's pair numbers, as `_page_context` shows them
         )
     except ServiceError as exc:
         return JsonResponse({"detail": str(exc)}, status=400)
@@ -207,8 +212,29 @@ def mturk_submit(request: HttpRequest) -> JsonResponse:
 
 
 @require_GET
+def mturk_page_image(
+    request: HttpRequest, hit_id: int, assignment_id: int, number: int, signature: str
+) -> FileResponse:
+    """Serve the image of pair `number` of a HIT page inside MTurk (assignment 0: the
+    preview) to whoever holds its signed link; the link names no item id."""
+    if not page_image_valid(
+        hit_id=hit_id, assignment_id=assignment_id, number=number, signature=signature
+    ):
+        raise Http404("no such image")
+    assignment = None
+    if assignment_id:
+        assignment = get_object_or_404(Assignment, pk=assignment_id, hit_id=hit_id)
+    item_id = page_item_id(hit_id=hit_id, assignment=assignment, number=number)
+    if item_id is None:
+        raise Http404("no such image")
+    item = HITItem.objects.select_related("image").get(pk=item_id)
+    return item_image_response(item, number=number)
+
+
+@require_GET
 def mturk_image(request: HttpRequest, item_id: int, signature: str) -> FileResponse:
-    """Serve a HIT item's image to whoever holds its signed link (MTurk workers)."""
+    """Serve a HIT item's image to whoever holds its signed link (the offline layout's CSV,
+    whose HITs never change their pairs)."""
     if not signature_valid(kind="image", pk=item_id, signature=signature):
         raise Http404("no such image")
     item = get_object_or_404(HITItem.objects.select_related("image"), pk=item_id)

@@ -61,7 +61,8 @@ def qualification_page(request: HttpRequest, batch_id: int) -> HttpResponse:
         "batch": batch,
         "progress": progress,
         "pass_percent": percent(config.qualification_pass),
-        "pairs_total": QualificationPair.objects.filter(batch=batch).count(),
+        # A try's pairs (each try draws its own from the pool).
+        "pairs_total": config.qualification_pairs,
         "levels": [(level.value, LEVEL_LABELS[level], i + 1) for i, level in enumerate(Level)],
     }
     latest = _latest_attempt(worker, batch)
@@ -88,6 +89,7 @@ def qualification_page(request: HttpRequest, batch_id: int) -> HttpResponse:
                 "attempt": progress.in_progress,
                 "pair": _shown(batch, pair),
                 "number": progress.in_progress.answered + 1,
+                "pairs_total": len(progress.in_progress.pair_ids),
             }
             return render(request, "frontend/qualification.html", context)
     context |= {
@@ -151,25 +153,17 @@ def _shown(batch: Batch, pair: QualificationPair) -> dict[str, Any]:
 
 @login_required
 def qualification_image(request: HttpRequest, batch_id: int, pair_id: int) -> FileResponse:
-    """Serve a round's pair image to a worker taking the round (or who answered the pair),
-    or to staff; anybody else gets a 404 before the pair is looked up."""
-    attempts = QualificationAttempt.objects.none()
+    """Serve a round's pair image to a worker whose try shows the pair (in progress, or
+    answered), or to staff; anybody else gets a 404 before the pair is looked up. A try in
+    progress opens its own pairs only, not the rest of the pool a later try draws from."""
     if not request.user.is_staff:
-        attempts = QualificationAttempt.objects.filter(
-            batch_id=batch_id, worker=worker_for_user(user=request.user)
-        )
-        if not attempts.exists():
+        worker = worker_for_user(user=request.user)
+        tries = QualificationAttempt.objects.filter(batch_id=batch_id, worker=worker)
+        if not any(pair_id in pair_ids for pair_ids in tries.values_list("pair_ids", flat=True)):
             raise Http404("no such image")
     pair = get_object_or_404(
         QualificationPair.objects.select_related("image"), pk=pair_id, batch_id=batch_id
     )
-    if not request.user.is_staff:
-        taking = attempts.filter(finished_at__isnull=True).exists()
-        if (
-            not taking
-            and not QualificationAnswer.objects.filter(attempt__in=attempts, pair=pair).exists()
-        ):
-            raise Http404("no such image")
     if not pair.image.file:
         raise Http404("this dataset has no image files")
     return neutral_image_response(pair.image, f"practice-{pair.pk}")

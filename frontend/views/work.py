@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from annotation.errors import ServiceError
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, AssignmentStatus, HITItem, Worker
+from annotation.pages import page_item_id
 from annotation.qualification.selectors import qualification_rounds_for
 from annotation.rounds import round_waits_for_worker
 from annotation.selectors import hit_page_content, item_image_url
@@ -107,11 +108,26 @@ def hit_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 
 @login_required
-def item_image(request: HttpRequest, assignment_id: int, item_id: int) -> FileResponse:
-    """Serve a HIT item's image to the worker who holds the HIT, or to staff."""
+def pair_image(request: HttpRequest, assignment_id: int, number: int) -> FileResponse:
+    """Serve the image of pair `number` of an assignment's page to the worker who holds the
+    HIT, or to staff: by its number on the page (`annotation.pages`), never an item id."""
     assignment = get_object_or_404(Assignment, pk=assignment_id)
     if not request.user.is_staff and assignment.worker.user_id != request.user.pk:
         raise Http404("no such image")
+    item_id = page_item_id(hit_id=assignment.hit_id, assignment=assignment, number=number)
+    if item_id is None:
+        raise Http404("no such image")
+    item = HITItem.objects.select_related("image").get(pk=item_id)
+    return item_image_response(item, number=number)
+
+
+@login_required
+def item_image(request: HttpRequest, assignment_id: int, item_id: int) -> FileResponse:
+    """Serve a HIT item's image by its id to staff (the review page). Not to workers: probing
+    ids would find an item added to the HIT later, a golden that replaced another."""
+    if not request.user.is_staff:
+        raise Http404("no such image")
+    assignment = get_object_or_404(Assignment, pk=assignment_id)
     item = get_object_or_404(
         HITItem.objects.select_related("image"), pk=item_id, hit_id=assignment.hit_id
     )

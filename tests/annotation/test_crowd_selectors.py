@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from annotation.handout import assignment_create
 from annotation.models import Assignment, Image, ItemRole, Verdict
+from annotation.pages import page_items
 from annotation.review import assignment_review
 from annotation.review_selectors import (
     assignment_review_rows,
@@ -183,11 +184,12 @@ def test_the_hit_page_lists_pairs_in_page_order_and_nothing_that_tells_goldens_a
     items = list(hit.items.order_by("position"))
     item_keys = {"id", "position", "image_url", "caption"}  # no role, nothing golden-only
     assert [set(entry) for entry in page["items"]] == [item_keys] * len(items)
+    # A pair's id is its number on the page, never the item's database id.
     assert [(e["id"], e["position"], e["caption"]) for e in page["items"]] == [
-        (item.pk, item.position, item.caption.text) for item in items
+        (item.position + 1, item.position, item.caption.text) for item in items
     ]
     urls = [entry["image_url"] for entry in page["items"]]
-    assert urls[1] == reverse("frontend:item-image", args=[assignment.pk, items[1].pk])
+    assert urls[1] == reverse("frontend:pair-image", args=[assignment.pk, 2])
     assert urls[0] is None  # an image without a file
 
 
@@ -199,9 +201,12 @@ def test_each_worker_sees_the_pairs_in_an_order_of_its_own_and_review_shows_that
     assert first.page_seed is not None and second.page_seed is not None  # drawn at hand-out
 
     shown = {
-        seed: [entry["id"] for entry in assignment_page(assignment=a)["items"]]
+        seed: [pk for pk, _ in page_items(hit_id=hit.pk, assignment=a, fields=("caption__text",))]
         for seed, a in ((1, shown_in_seed_order(first, 1)), (2, shown_in_seed_order(second, 2)))
     }
+    captions = dict(hit.items.values_list("pk", "caption__text"))
+    page = assignment_page(assignment=Assignment.objects.get(pk=first.pk))
+    assert [entry["caption"] for entry in page["items"]] == [captions[pk] for pk in shown[1]]
 
     in_hit_order = list(hit.items.order_by("position").values_list("pk", flat=True))
     assert sorted(shown[1]) == sorted(shown[2]) == sorted(in_hit_order)
@@ -209,7 +214,8 @@ def test_each_worker_sees_the_pairs_in_an_order_of_its_own_and_review_shows_that
     assert shown[1] != shown[2]
     assert shown[1] != in_hit_order
     page = assignment_page(assignment=Assignment.objects.get(pk=first.pk))  # a later visit
-    assert [entry["id"] for entry in page["items"]] == shown[1]
+    assert [entry["caption"] for entry in page["items"]] == [captions[pk] for pk in shown[1]]
+    assert [entry["id"] for entry in page["items"]] == list(range(1, N_PAIRS + 1))
     assert [entry["position"] for entry in page["items"]] == list(range(N_PAIRS))
 
     submit(first, answers(hit))

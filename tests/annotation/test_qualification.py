@@ -1,5 +1,6 @@
-"""A batch's qualification round: its pairs (drawn or chosen), a worker's tries and answers
-with feedback, the exact pass mark, and the hand-out that waits for a pass.
+"""A batch's qualification round: its pool (drawn or chosen), a worker's tries (each with
+pairs of its own) and answers with feedback, the exact pass mark, and the hand-out that
+waits for a pass.
 
 The `tiny` dataset (twelve images, caption 100 + i belongs to image i) carries batches
 built by hand; the draw runs on the small synthetic batch built by the real pipeline.
@@ -46,7 +47,7 @@ from annotation.qualification.pairs import (
 from annotation.review import worker_block
 from mitl.config import batch_config
 from mitl.hits import Role, golden_replacement
-from mitl.qualification import NEGATIVE_NOTE, POSITIVE_NOTE, QualificationStatus
+from mitl.qualification import NEGATIVE_NOTE, PLAIN_NOTE, POSITIVE_NOTE, QualificationStatus
 from pipeline.build import hits_build
 from pipeline.progress import StageTracker
 
@@ -54,14 +55,20 @@ from .crowd_factories import T0, all_at_once, batch_make, hit_make, worker_make
 
 pytestmark = pytest.mark.django_db
 
-# Five pairs off every HIT page of `hit_make` (a HIT at index 0 shows image i with caption
-# 100 + 2i + 1, i < 3): three images with their own captions (YES), two with another's (NO).
-FIVE = [
+# Ten pairs off every HIT page of `hit_make` (a HIT at index 0 shows image i with caption
+# 100 + 2i + 1, i < 5): six images with their own captions (YES), four with another's (NO):
+# the pool of a round of five pairs a try (3 YES, 2 NO) and two tries.
+TEN = [
     QualificationPairInput(5, 105, True, "Its own caption."),
     QualificationPairInput(6, 111, False, "A caption of image 11."),
     QualificationPairInput(7, 107, True),
     QualificationPairInput(8, 104, False),
     QualificationPairInput(9, 109, True),
+    QualificationPairInput(10, 110, True),
+    QualificationPairInput(11, 111, True),
+    QualificationPairInput(6, 106, True),
+    QualificationPairInput(10, 101, False),
+    QualificationPairInput(11, 102, False),
 ]
 RIGHT = {True: "yes", False: "no"}
 WRONG = {True: "no", False: "weak_yes"}
@@ -69,23 +76,29 @@ WRONG = {True: "no", False: "weak_yes"}
 
 @pytest.fixture
 def gated(tiny):
-    """An annotating batch with a round of five pairs (pass 0.8, two tries) and one HIT."""
+    """An annotating batch with a round of five pairs a try (pass 0.8, two tries), a pool of
+    ten, and one HIT."""
     batch = batch_make(tiny, qualification_pairs=5, qualification_pass=0.8)
     hit_make(batch, 0)
-    qualification_pairs_set(batch=batch, pairs=FIVE)
+    qualification_pairs_set(batch=batch, pairs=TEN)
     return batch
 
 
-def answer_all(attempt, wrong: int = 0, level_of=None) -> list[AnswerFeedback]:
+def answer_all(attempt, wrong: int = 0) -> list[AnswerFeedback]:
     """Answer every pair of the try in order, the first `wrong` of them wrongly."""
+    return [feedback for _, feedback in answer_pairs(attempt, wrong)]
+
+
+def answer_pairs(attempt, wrong: int = 0) -> list[tuple[QualificationPair, AnswerFeedback]]:
+    """Answer every pair of the try in order, the first `wrong` of them wrongly; return each
+    pair shown with the feedback the worker read."""
     given = []
     while (pair := qualification_pair_next(attempt=attempt)) is not None:
         levels = WRONG if len(given) < wrong else RIGHT
-        given.append(
-            qualification_answer_record(
-                attempt=attempt, pair_id=pair.pk, level=levels[pair.positive], elapsed_ms=1500
-            )
+        feedback = qualification_answer_record(
+            attempt=attempt, pair_id=pair.pk, level=levels[pair.positive], elapsed_ms=1500
         )
+        given.append((pair, feedback))
     return given
 
 
@@ -104,15 +117,17 @@ def small_config(small_config):
     return {**small_config, "qualification_pairs": 7, "qualification_attempts": 3}
 
 
-def test_building_the_hits_draws_the_round_as_golden_pairs_are_drawn(annotating_batch):
+def test_building_the_hits_draws_the_pool_as_golden_pairs_are_drawn(annotating_batch):
     batch = annotating_batch
     pairs = list(
         QualificationPair.objects.filter(batch=batch).select_related("caption").order_by("position")
     )
 
-    assert [p.position for p in pairs] == list(range(7))
-    assert sum(p.positive for p in pairs) == 4  # 7 = 4 matches + 3 mismatches
+    # Seven pairs a try (4 matches + 3 mismatches), three tries, each with fresh pairs.
+    assert [p.position for p in pairs] == list(range(21))
+    assert sum(p.positive for p in pairs) == 12
     assert {p.source for p in pairs} == {"golden"}
+    assert not any(p.mturk_test for p in pairs)
     for pair in pairs:
         # A match is an original pair (the caption's own image); a mismatch is not.
         assert (pair.caption.image_id == pair.image_id) is pair.positive
@@ -120,7 +135,20 @@ def test_building_the_hits_draws_the_round_as_golden_pairs_are_drawn(annotating_
         assert pair.note == (POSITIVE_NOTE if pair.positive else NEGATIVE_NOTE)
     on_pages = set(HITItem.objects.filter(hit__batch=batch).values_list("image_id", "caption_id"))
     assert not on_pages & {(p.image_id, p.caption_id) for p in pairs}
-    assert len({(p.image_id, p.caption_id) for p in pairs}) == 7
+    assert len({(p.image_id, p.caption_id) for p in pairs}) == 21
+
+
+def test_a_pool_short_of_pairs_is_filled_by_drawing_again(annotating_batch):
+    # A pool made before pools (one try's worth), or before the tries were raised.
+    pool = QualificationPair.objects.filter(batch=annotating_batch)
+    kept = set(pool.order_by("position")[:7].values_list("pk", flat=True))
+    pool.exclude(pk__in=kept).delete()
+
+    assert qualification_pairs_draw(batch=annotating_batch) == 21 - 7
+
+    assert set(pool.values_list("pk", flat=True)) >= kept  # the old pairs stay
+    assert pool.count() == 21 and pool.filter(positive=True).count() == 12
+    assert len(set(pool.values_list("image_id", "caption_id"))) == 21
 
 
 def test_a_drawn_mismatch_is_outside_every_annotators_top_ranks_for_its_query(annotating_batch):
@@ -160,6 +188,8 @@ def test_drawing_again_draws_nothing_and_keeps_the_pairs(annotating_batch):
 def test_goldens_drawn_after_the_round_never_show_its_pairs(gated):
     # A later round's HITs and a suspended golden's replacement are drawn from the pool;
     # a practice pair there would show a worker a golden whose answer the round told them.
+    # The whole pool counts, not only the pairs some try has shown so far.
+    take_round(gated, worker_make("ann"))
     practice = set(
         QualificationPair.objects.filter(batch=gated).values_list("image_id", "caption_id")
     )
@@ -168,11 +198,12 @@ def test_goldens_drawn_after_the_round_never_show_its_pairs(gated):
         golden_replacement(Role.GOLDEN_TP, pool=pool, queries=[], on_page=set(), seed=[seed])
         for seed in range(60)
     }
-    # Twelve original pairs, three of them practice (the round's matches): drawn from all
-    # twelve, 60 draws would miss the three only with chance 0.75^60 (about 3e-8).
-    assert len(drawn) == 9
+    # Twelve original pairs, six of them in the pool (its matches, three of them never
+    # shown yet): drawn from all twelve, 60 draws would miss the six only with chance
+    # 0.5^60.
+    assert len(drawn) == 6
     assert not {(spec.image_id, spec.caption_id) for spec in drawn} & practice
-    assert len(pool.golden_tp_pairs) == 9
+    assert len(pool.golden_tp_pairs) == 6
 
 
 def test_golden_negatives_avoid_the_rounds_mismatches(annotating_batch):
@@ -188,7 +219,7 @@ def test_golden_negatives_avoid_the_rounds_mismatches(annotating_batch):
             if source.direction == "t2i" and source.item_id == pair.caption_id:
                 assert pair.image_id in source.excluded
                 avoided += 1
-    assert avoided >= 3  # each of the three mismatches was drawn for a query of the batch
+    assert avoided >= 9  # each of the nine mismatches was drawn for a query of the batch
 
 
 def test_the_same_seed_draws_the_same_round(annotating_batch):
@@ -199,7 +230,7 @@ def test_the_same_seed_draws_the_same_round(annotating_batch):
     )
     QualificationPair.objects.filter(batch=annotating_batch).delete()
 
-    assert qualification_pairs_draw(batch=annotating_batch) == 7
+    assert qualification_pairs_draw(batch=annotating_batch) == 21
     again = QualificationPair.objects.filter(batch=annotating_batch).order_by("position")
     assert list(again.values_list("image_id", "caption_id", "positive")) == first
 
@@ -218,56 +249,73 @@ def test_a_batch_without_a_round_or_without_hits_draws_none(tiny):
 # --- pairs an admin chose ------------------------------------------------------------------
 
 
-def test_admin_pairs_replace_the_round_in_their_order(gated):
+def test_admin_pairs_replace_the_pool_in_their_order(gated):
     pairs = QualificationPair.objects.filter(batch=gated).order_by("position")
     assert [(p.image.ext_id, p.caption.ext_id, p.positive) for p in pairs] == [
-        (5, 105, True),
-        (6, 111, False),
-        (7, 107, True),
-        (8, 104, False),
-        (9, 109, True),
+        (pair.image_ext_id, pair.caption_ext_id, pair.positive) for pair in TEN
     ]
     assert {p.source for p in pairs} == {"admin"}
     assert pairs[0].note == "Its own caption."
 
-    assert qualification_pairs_set(batch=gated, pairs=FIVE[:2]) == 2
-    assert QualificationPair.objects.filter(batch=gated).count() == 2
+    more = [*TEN, QualificationPairInput(3, 103, True), QualificationPairInput(3, 110, False)]
+    assert qualification_pairs_set(batch=gated, pairs=more) == 12
+    assert QualificationPair.objects.filter(batch=gated).count() == 12
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        # One try's worth: a second try would show pairs the first try's feedback told.
+        (TEN[:5], r"needs at least 6 YES and 4 NO pairs \(5 pairs x 2 tries\); it has 3 YES"),
+        # Enough pairs, the wrong mix: a try would run out of NO pairs.
+        (
+            [p for p in TEN if p.positive] + TEN[1:4:2] + [QualificationPairInput(3, 103, True)],
+            r"needs at least 6 YES and 4 NO pairs .*it has 7 YES and 2 NO",
+        ),
+    ],
+)
+def test_a_pool_too_small_for_every_try_is_refused(gated, pairs, message):
+    with pytest.raises(ServiceError, match="too few qualification pairs: each try shows 5 pairs"):
+        qualification_pairs_set(batch=gated, pairs=pairs)
+    with pytest.raises(ServiceError, match=message):
+        qualification_pairs_set(batch=gated, pairs=pairs)
+    assert QualificationPair.objects.filter(batch=gated).count() == 10  # nothing changed
 
 
 @pytest.mark.parametrize(
     ("pair", "message"),
     [
-        (QualificationPairInput(99, 105, True), "pair 2: the batch's dataset has no image 99"),
-        (QualificationPairInput(5, 199, True), "pair 2: the batch's dataset has no caption 199"),
-        (QualificationPairInput(0, 101, False), "pair 2: image 0 with caption 101 is on a HIT"),
-        (QualificationPairInput(5, 105, False), "pair 2: image 5 with caption 105 is pair 1"),
+        (QualificationPairInput(99, 105, True), "pair 11: the batch's dataset has no image 99"),
+        (QualificationPairInput(5, 199, True), "pair 11: the batch's dataset has no caption 199"),
+        (QualificationPairInput(0, 101, False), "pair 11: image 0 with caption 101 is on a HIT"),
+        (QualificationPairInput(5, 105, False), "pair 11: image 5 with caption 105 is pair 1"),
     ],
 )
 def test_admin_pairs_are_checked_against_the_dataset_and_the_hit_pages(gated, pair, message):
     with pytest.raises(QualificationPairError, match=message) as refused:
-        qualification_pairs_set(batch=gated, pairs=[FIVE[0], pair])
-    assert refused.value.index == 1
-    assert QualificationPair.objects.filter(batch=gated).count() == 5  # nothing changed
+        qualification_pairs_set(batch=gated, pairs=[*TEN, pair])
+    assert refused.value.index == 10
+    assert QualificationPair.objects.filter(batch=gated).count() == 10  # nothing changed
 
 
 def test_an_invalid_caption_cannot_be_a_pair(gated):
     Caption.objects.filter(ext_id=110).update(is_invalid=True, invalid_reason="meaningless")
     with pytest.raises(ServiceError, match="caption 110 is marked invalid"):
-        qualification_pairs_set(batch=gated, pairs=[QualificationPairInput(10, 110, True)])
+        qualification_pairs_set(batch=gated, pairs=TEN)
 
 
 def test_admin_pairs_need_a_round_built_hits_and_no_try_started(tiny, gated):
     plain = batch_make(tiny)
     with pytest.raises(ServiceError, match="has no qualification round"):
-        qualification_pairs_set(batch=plain, pairs=FIVE)
+        qualification_pairs_set(batch=plain, pairs=TEN)
     early = batch_make(tiny, qualification_pairs=5, state=BatchState.BUILDING)
     with pytest.raises(ServiceError, match="has no HITs yet: choose its qualification pairs"):
-        qualification_pairs_set(batch=early, pairs=FIVE)
+        qualification_pairs_set(batch=early, pairs=TEN)
 
     qualification_attempt_open(batch=gated, worker=worker_make("ann"))
     with pytest.raises(ServiceError, match=r"round has started \(1 tries so far\)"):
-        qualification_pairs_set(batch=gated, pairs=FIVE[:1])
-    assert QualificationPair.objects.filter(batch=gated).count() == 5
+        qualification_pairs_set(batch=gated, pairs=TEN[::-1])
+    assert QualificationPair.objects.filter(batch=gated).count() == 10
 
 
 def test_a_pairs_file_reads_answers_and_notes_and_names_bad_lines():
@@ -294,13 +342,15 @@ def test_a_worker_sees_feedback_after_each_answer_and_passes_at_four_of_five(gat
     worker = worker_make("ann")
     attempt = qualification_attempt_open(batch=gated, worker=worker)
 
-    feedback = answer_all(attempt, wrong=1)
+    shown = answer_pairs(attempt, wrong=1)
+    feedback = [f for _, f in shown]
 
+    for pair, said in shown:
+        assert said.expected_positive == pair.positive
+        assert said.note == (pair.note or PLAIN_NOTE[pair.positive])
     first = feedback[0]
-    assert (first.correct, first.expected_positive, first.note) == (False, True, "Its own caption.")
-    assert (first.answered, first.correct_count, first.total, first.finished) == (1, 0, 5, False)
-    assert first.passed is None
-    assert feedback[1].note == "A caption of image 11."
+    assert (first.correct, first.answered, first.correct_count) == (False, 1, 0)
+    assert (first.total, first.finished, first.passed) == (5, False, None)
     assert [f.correct_count for f in feedback] == [0, 1, 2, 3, 4]
     last = feedback[-1]
     assert (last.finished, last.passed, last.answered, last.correct_count) == (True, True, 5, 4)
@@ -326,6 +376,61 @@ def test_three_of_five_fails_and_a_second_try_may_pass(gated):
         qualification_attempt_open(batch=gated, worker=worker)
 
 
+def test_a_second_try_shows_no_pair_whose_answer_the_first_told(gated):
+    # Failing on purpose and replaying the feedback passed the second try when both tries
+    # showed the same pairs in the same order.
+    worker = worker_make("ann")
+    first = qualification_attempt_open(batch=gated, worker=worker)
+    told = {pair.pk: said.expected_positive for pair, said in answer_pairs(first, wrong=5)}
+    first.refresh_from_db()
+    assert (first.correct, first.passed) == (0, False)
+
+    second = qualification_attempt_open(batch=gated, worker=worker)
+
+    assert len(second.pair_ids) == 5 and not set(second.pair_ids) & set(told)
+    pool = set(QualificationPair.objects.filter(batch=gated).values_list("pk", flat=True))
+    assert set(first.pair_ids) | set(second.pair_ids) == pool  # a pool of 5 x 2 tries
+    # Replaying the first try's feedback answers nothing of the second: its pairs are new.
+    while (pair := qualification_pair_next(attempt=second)) is not None:
+        assert pair.pk not in told
+        qualification_answer_record(attempt=second, pair_id=pair.pk, level="no")
+    second.refresh_from_db()
+    assert second.finished_at is not None and second.correct == 2  # its two NO pairs
+
+
+def test_each_try_shows_the_rounds_mix_in_an_order_of_its_own(gated):
+    tries = [qualification_attempt_open(batch=gated, worker=worker_make(f"w{n}")) for n in range(8)]
+    positive = dict(QualificationPair.objects.filter(batch=gated).values_list("pk", "positive"))
+
+    for attempt in tries:
+        assert sorted(positive[pk] for pk in attempt.pair_ids) == [False, False, True, True, True]
+    # Neither the pairs nor their order are fixed: eight workers' first tries, drawn from
+    # C(6,3) x C(4,2) x 5! orders, would all match by chance about once in 10^30.
+    assert len({tuple(attempt.pair_ids) for attempt in tries}) > 1
+    assert len({pk for attempt in tries for pk in attempt.pair_ids}) > 5
+
+
+def test_an_answer_to_a_pool_pair_outside_the_try_is_refused(gated):
+    attempt = qualification_attempt_open(batch=gated, worker=worker_make("ann"))
+    elsewhere = QualificationPair.objects.filter(batch=gated).exclude(pk__in=attempt.pair_ids)[0]
+
+    with pytest.raises(ServiceError, match="is not in your try 1"):
+        qualification_answer_record(attempt=attempt, pair_id=elsewhere.pk, level="yes")
+    assert not QualificationAnswer.objects.exists()
+
+
+def test_a_try_with_no_fresh_pairs_left_is_refused_until_the_pool_is_filled(gated):
+    # A pool of one try's worth, from before pools.
+    keep = [p.pk for p in QualificationPair.objects.filter(batch=gated).order_by("position")[:5]]
+    QualificationPair.objects.filter(batch=gated).exclude(pk__in=keep).delete()
+    worker = worker_make("ann")
+    take_round(gated, worker, wrong=5)
+
+    with pytest.raises(ServiceError, match=r"no fresh pairs left for your try 2.*--draw"):
+        qualification_attempt_open(batch=gated, worker=worker)
+    assert QualificationAttempt.objects.filter(worker=worker).count() == 1
+
+
 def test_a_worker_out_of_tries_has_failed_for_good(gated):
     worker = worker_make("ann")
     take_round(gated, worker, wrong=5)
@@ -346,16 +451,20 @@ def test_opening_again_resumes_the_unfinished_try(gated):
     again = qualification_attempt_open(batch=gated, worker=worker)
 
     assert again.pk == attempt.pk
-    assert qualification_pair_next(attempt=again).position == 1
+    assert qualification_pair_next(attempt=again).pk == attempt.pair_ids[1]
     assert qualification_progress(worker=worker, batch=gated).in_progress.pk == attempt.pk
 
 
 def test_answering_a_pair_again_keeps_the_first_answer(gated):
     attempt = qualification_attempt_open(batch=gated, worker=worker_make("ann"))
-    pair = qualification_pair_next(attempt=attempt)  # a match
+    pair = qualification_pair_next(attempt=attempt)
 
-    first = qualification_answer_record(attempt=attempt, pair_id=pair.pk, level="no")
-    again = qualification_answer_record(attempt=attempt, pair_id=pair.pk, level="yes")
+    first = qualification_answer_record(
+        attempt=attempt, pair_id=pair.pk, level=WRONG[pair.positive]
+    )
+    again = qualification_answer_record(
+        attempt=attempt, pair_id=pair.pk, level=RIGHT[pair.positive]
+    )
 
     assert again == first
     assert (first.correct, first.answered) == (False, 1)
@@ -368,7 +477,7 @@ def test_answering_a_pair_again_keeps_the_first_answer(gated):
 def test_the_last_answer_repeated_after_the_try_ended_returns_its_feedback(gated):
     attempt = qualification_attempt_open(batch=gated, worker=worker_make("ann"))
     feedback = answer_all(attempt)
-    last_pair = QualificationPair.objects.get(batch=gated, position=4)
+    last_pair = QualificationPair.objects.get(pk=attempt.pair_ids[-1])
 
     repeated = qualification_answer_record(attempt=attempt, pair_id=last_pair.pk, level="no")
 
@@ -377,7 +486,7 @@ def test_the_last_answer_repeated_after_the_try_ended_returns_its_feedback(gated
 
 
 def test_answers_are_refused_for_an_unknown_level_or_a_pair_of_another_batch(tiny, gated):
-    other = batch_make(tiny, qualification_pairs=1)
+    other = batch_make(tiny, qualification_pairs=1, qualification_attempts=1)
     hit_make(other, 0)
     qualification_pairs_set(batch=other, pairs=[QualificationPairInput(11, 111, True)])
     attempt = qualification_attempt_open(batch=gated, worker=worker_make("ann"))
@@ -386,7 +495,7 @@ def test_answers_are_refused_for_an_unknown_level_or_a_pair_of_another_batch(tin
     with pytest.raises(ServiceError, match="unknown answer 'maybe'"):
         qualification_answer_record(attempt=attempt, pair_id=pair.pk, level="maybe")
     foreign = QualificationPair.objects.get(batch=other)
-    with pytest.raises(ServiceError, match="is not in the qualification round"):
+    with pytest.raises(ServiceError, match="is not in your try 1 of the qualification round"):
         qualification_answer_record(attempt=attempt, pair_id=foreign.pk, level="yes")
     assert not QualificationAnswer.objects.exists()
 
@@ -467,7 +576,7 @@ def test_simultaneous_starts_of_one_worker_share_one_try(tiny):
     assert connection.vendor == "postgresql"
     batch = batch_make(tiny, qualification_pairs=5)
     hit_make(batch, 0)
-    qualification_pairs_set(batch=batch, pairs=FIVE)
+    qualification_pairs_set(batch=batch, pairs=TEN)
     worker = worker_make("two-tabs")
 
     def start(worker_id: int) -> QualificationAttempt:

@@ -6,12 +6,16 @@ Time moves through the `now=` arguments, never by sleeping.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from annotation.errors import ServiceError
-from annotation.handout import assignment_create
-from annotation.models import HIT, Assignment, Judgement, Worker
+from annotation.handout import assignment_create, worker_for_user
+from annotation.models import HIT, Assignment, Image, Judgement, Worker
+from annotation.pages import page_items
 from annotation.review import assignment_decide_confirmed, assignment_review, worker_block
 from annotation.selectors import assignment_page
 
@@ -283,11 +287,13 @@ def test_a_suspended_golden_is_replaced_for_later_work_only(tiny):
     assert replacement.caption.image_id != query_image  # … not one of its own captions
 
     later = take(worker_make("later"), now=T0 + 5 * MINUTE)
-    page = assignment_page(assignment=later)
-    shown = {item["id"] for item in page["items"]}
+    shown = {pk for (pk,) in page_items(hit_id=hit.pk, assignment=later)}
     assert shown == {pk for pk, *_ in before if pk != golden_tn.pk} | {replacement.pk}
-    early_page = {item["id"] for item in assignment_page(assignment=early)["items"]}
+    early_page = {pk for (pk,) in page_items(hit_id=hit.pk, assignment=early)}
     assert early_page == {pk for pk, *_ in before}
+    for assignment in (later, early):  # each page names its pairs 1, 2, 3: never by item id
+        ids = [item["id"] for item in assignment_page(assignment=assignment)["items"]]
+        assert ids == [1, 2, 3]
 
     # Each submits exactly what its page showed; an answer for the other page's pair is refused.
     with pytest.raises(ServiceError):
@@ -343,3 +349,56 @@ def test_a_hit_answered_through_an_offline_mturk_layout_keeps_its_pairs(tiny):
     assert not hit.items.filter(added_after__isnull=False).exists()
     later = work_done(hit, worker_make("later"), FAILS_TN, now=T0 + 5 * MINUTE)
     assert Assignment.objects.get(pk=later.pk).golden_passed  # the pair is just unchecked
+
+
+def test_a_replacement_golden_looks_like_any_pair_on_the_page_and_in_the_api(tiny, client):
+    """Its item id is newer than the page's others; the worker sees numbers 1, 2, 3 on the
+    page, in the API and in the image links, and the answers map back to the items."""
+    Image.objects.filter(dataset=tiny).update(file="images/x.png")
+    hit = hit_make(batch_make(tiny), 0, max_assignments=6)
+    for i in range(3):
+        work_done(hit, worker_make(f"w{i}"), FAILS_TN, now=T0 + (i + 1) * MINUTE)
+    replacement = hit.items.get(added_after__isnull=False)
+    assert replacement.pk > max(hit.items.exclude(pk=replacement.pk).values_list("pk", flat=True))
+    user = get_user_model().objects.create_user("later")
+    later = take(worker_for_user(user=user), now=timezone.now())  # the API submits now
+    client.force_login(user)
+
+    api = client.get(f"/api/assignments/{later.pk}/").json()
+    html = client.get(f"/work/assignments/{later.pk}/").content.decode()
+
+    assert [item["id"] for item in api["items"]] == [1, 2, 3]
+    assert [item["image_url"] for item in api["items"]] == [
+        f"/work/assignments/{later.pk}/pairs/{n}/image/" for n in (1, 2, 3)
+    ]
+    assert re.findall(r'data-item="(\d+)"', html) == ["1", "2", "3"]
+    assert f"/items/{replacement.pk}/" not in html
+    by_id = f"/work/assignments/{later.pk}/items/{replacement.pk}/image/"
+    assert client.get(by_id).status_code == 404  # by item id: staff only
+    # The answers, by number, land on the items the page showed: the replacement answered
+    # wrongly fails the check.
+    rows = page_items(hit_id=hit.pk, assignment=later, fields=("role",))
+    body = {
+        "answers": [
+            {"item": n, "level": FAILS_TN[role], "elapsed_ms": 900}
+            for n, (_pk, role) in enumerate(rows, start=1)
+        ]
+    }
+    url = f"/api/assignments/{later.pk}/submit/"
+    beyond = {"answers": [*body["answers"][:2], {**body["answers"][2], "item": 4}]}
+    refused = client.post(url, beyond, content_type="application/json")
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == "pair 4 is not on this HIT's page (its pairs are 1 to 3)"
+    # A message names the pair by its number too, never by its place in the HIT (the
+    # replacement's is after every other).
+    number = 1 + [pk for pk, _ in rows].index(replacement.pk)
+    vague = {"answers": [dict(a) for a in body["answers"]]}
+    vague["answers"][number - 1]["level"] = "weak_no"  # without the reason it needs
+    unclear = client.post(url, vague, content_type="application/json")
+    assert unclear.json()["detail"].startswith(f"pair {number}: choose at least one")
+    response = client.post(url, body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    stored = Assignment.objects.get(pk=later.pk)
+    assert stored.golden_passed is False
+    assert Judgement.objects.get(assignment=later, item=replacement).level == "yes"
+    assert set(stored.judgements.values_list("item_id", flat=True)) == {pk for pk, _ in rows}

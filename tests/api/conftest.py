@@ -10,9 +10,10 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from annotation.handout import hit_assign_next, worker_for_user
-from annotation.models import Assignment, Batch, HITItem, Release
+from annotation.models import Assignment, Batch, Release
 from annotation.submissions import assignment_submit
 from mitl.release_files import I2T_FILE, T2I_FILE
+from tests.page_answers import page_answers
 from tests.pipeline_runs import run_to_release
 
 PASSWORD = "correct horse battery"
@@ -56,14 +57,10 @@ def client_for(request):
 
 
 def answers_for(assignment: Assignment, *, golden_right: bool = True) -> dict:
-    """Answers for a whole HIT: tasks YES, goldens right (or the golden TN wrong)."""
+    """Answers for a whole HIT, each pair named by its number on the worker's page: tasks
+    YES, goldens right (or the golden TN wrong)."""
     level = {"golden_tp": "yes", "golden_tn": "no" if golden_right else "yes", "task": "yes"}
-    return {
-        "answers": [
-            {"item": item.pk, "level": level[item.role], "elapsed_ms": 900}
-            for item in HITItem.objects.filter(hit=assignment.hit).order_by("position")
-        ]
-    }
+    return {"answers": page_answers(assignment, level)}
 
 
 @pytest.fixture
@@ -83,7 +80,9 @@ def flagged_assignment(own_assignment) -> Assignment:
         AnswerInput(item_id=a["item"], level=a["level"], elapsed_ms=a["elapsed_ms"])
         for a in answers_for(own_assignment, golden_right=False)["answers"]
     ]
-    result = assignment_submit(assignment=own_assignment, answers=answers, followups_required=True)
+    result = assignment_submit(
+        assignment=own_assignment, answers=answers, followups_required=True, by_page=True
+    )
     assert result.assignment.status == "submitted" and result.assignment.flagged
     return result.assignment
 

@@ -1,4 +1,5 @@
-"""Password attempts on the token endpoint are limited per address and per username."""
+"""Password attempts on the token endpoint are limited per address, per username from one
+address, and per username from every address (a higher cap)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,19 @@ def _fast_hashes(settings) -> None:
 def rates(settings):
     """Set the two login rates for a test."""
 
-    def set_rates(*, ip: str | None = "100/min", username: str | None = "100/min") -> None:
+    def set_rates(
+        *,
+        ip: str | None = "100/min",
+        username: str | None = "100/min",
+        account: str | None = "100/min",
+    ) -> None:
         settings.REST_FRAMEWORK = {
             **settings.REST_FRAMEWORK,
-            "DEFAULT_THROTTLE_RATES": {"login-ip": ip, "login-username": username},
+            "DEFAULT_THROTTLE_RATES": {
+                "login-ip": ip,
+                "login-username": username,
+                "login-account": account,
+            },
         }
 
     return set_rates
@@ -59,14 +69,43 @@ def test_the_default_rate_stops_the_sixth_attempt_on_one_username(annotator_user
     assert not Token.objects.exists()
 
 
-def test_a_username_is_limited_from_every_address(rates, annotator_user, staff_user):
+def test_a_client_failing_on_purpose_locks_out_itself_not_the_owner(rates, annotator_user):
+    # Five wrong tries a minute from anywhere used to keep the owner out of the account.
     rates(username="3/min")
-    for n in range(3):
-        assert attempt("ann", REMOTE_ADDR=f"10.0.0.{n}").status_code == 400
+    attacker = {"REMOTE_ADDR": "10.0.0.66"}
+    for _ in range(3):
+        assert attempt("ann", **attacker).status_code == 400
 
-    assert_throttled(attempt("ann", PASSWORD, REMOTE_ADDR="10.0.0.9"))
-    assert_throttled(attempt(" ann ", PASSWORD))  # the forms strip the username
-    assert attempt("boss", PASSWORD).status_code == 200  # other accounts are not locked
+    assert_throttled(attempt("ann", PASSWORD, **attacker))
+    assert_throttled(attempt(" ann ", PASSWORD, **attacker))  # the forms strip the username
+    assert attempt("ann", PASSWORD, REMOTE_ADDR="10.0.0.9").status_code == 200  # the owner
+
+
+def test_an_account_is_capped_over_every_address(rates, annotator_user, staff_user):
+    rates(username="3/min", account="4/min")
+    for n in range(4):  # guesses spread over addresses, each under its own limit
+        assert attempt("ann", REMOTE_ADDR=f"10.0.1.{n}").status_code == 400
+
+    assert_throttled(attempt("ann", PASSWORD, REMOTE_ADDR="10.0.1.9"))
+    assert attempt("boss", PASSWORD, REMOTE_ADDR="10.0.1.9").status_code == 200  # not locked
+
+
+def test_the_default_account_cap_needs_four_addresses_failing_at_once(annotator_user):
+    # 5 a minute per username from one address, 20 from every address together; attempts
+    # a client's own limit refused never count against the account's cap.
+    def hammer(address: str) -> None:
+        for _ in range(5):
+            assert attempt("ann", REMOTE_ADDR=address).status_code == 400
+        for _ in range(5):
+            assert_throttled(attempt("ann", REMOTE_ADDR=address))
+
+    for n in range(3):
+        hammer(f"10.0.2.{n}")
+    assert attempt("ann", PASSWORD, REMOTE_ADDR="10.0.2.99").status_code == 200  # 16 of 20
+
+    for _ in range(4):
+        assert attempt("ann", REMOTE_ADDR="10.0.2.3").status_code == 400  # 20 of 20
+    assert_throttled(attempt("ann", PASSWORD, REMOTE_ADDR="10.0.2.98"))
 
 
 def test_an_address_is_limited_whatever_usernames_it_tries(rates, annotator_user):
@@ -127,6 +166,7 @@ def test_a_cache_that_does_not_answer_pauses_logins_with_a_503(settings, annotat
 
     assert response.status_code == 503
     assert "CACHE_URL" in response.json()["detail"]
+    assert response["Retry-After"] == "60"  # the detail says "try again in a minute"
     assert not Token.objects.exists()
 
 

@@ -70,7 +70,7 @@ def test_staff_cannot_review_their_own_work(staff, staff_user, annotating_batch,
     own = hit_assign_next(worker=worker_for_user(user=staff_user))
     body = answers_for(own, golden_right=False)["answers"]
     answers = [AnswerInput(item_id=a["item"], level=a["level"], elapsed_ms=900) for a in body]
-    assignment_submit(assignment=own, answers=answers, followups_required=True)
+    assignment_submit(assignment=own, answers=answers, followups_required=True, by_page=True)
 
     response = staff.post(
         f"/api/reviews/{own.pk}/{decision}/", {"feedback": "looks right"}, format="json"

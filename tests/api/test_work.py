@@ -13,11 +13,16 @@ from .conftest import answers_for
 pytestmark = pytest.mark.django_db
 
 
-def shown_order(page: dict) -> list[int]:
-    """The HIT's item ids in the order its assignment shows them (its stored seed)."""
+def shown_order(page: dict) -> list[str]:
+    """The captions of the HIT's items in the order its assignment shows them (its seed)."""
     items = list(HITItem.objects.filter(hit_id=page["hit"]).order_by("position"))
     seed = Assignment.objects.get(pk=page["id"]).page_seed
-    return [items[index].pk for index in page_order(len(items), seed)]
+    return [items[index].caption.text for index in page_order(len(items), seed)]
+
+
+def numbered(page: dict) -> bool:
+    """Say whether the page names its pairs 1, 2, … in page order: never by item id."""
+    return [item["id"] for item in page["items"]] == list(range(1, len(page["items"]) + 1))
 
 
 def test_next_gives_a_page_of_pairs_without_their_roles(ann, annotating_batch):
@@ -25,7 +30,8 @@ def test_next_gives_a_page_of_pairs_without_their_roles(ann, annotating_batch):
 
     assert response.status_code == 200
     page = response.json()
-    assert [item["id"] for item in page["items"]] == shown_order(page)
+    assert [item["caption"] for item in page["items"]] == shown_order(page)
+    assert numbered(page)
     assert all(set(item) == {"id", "position", "image_url", "caption"} for item in page["items"])
     assert page["status"] == "accepted" and page["submit_url"].endswith("/submit/")
     assert ann.post("/api/assignments/next/").json()["id"] == page["id"]  # resumed, not new
@@ -78,7 +84,8 @@ def test_take_next_stores_the_work_and_hands_out_the_next_hit(ann, own_assignmen
     following = response.json()["next_assignment"]
     assert following["id"] != own_assignment.pk and following["hit"] != own_assignment.hit_id
     assert following["status"] == "accepted"
-    assert [item["id"] for item in following["items"]] == shown_order(following)
+    assert [item["caption"] for item in following["items"]] == shown_order(following)
+    assert numbered(following)
     # The same open assignment as "next" would give: one request did both.
     assert ann.post("/api/assignments/next/").json()["id"] == following["id"]
     assert own_assignment.judgements.count() == own_assignment.hit.items.count()

@@ -47,6 +47,7 @@ from annotation.mturk.links import (
     hit_signature,
     image_signature,
     instructions_image_signature,
+    page_image_signature,
     qualification_image_signature,
 )
 from annotation.qualification.attempts import qualification_attempt_open
@@ -114,7 +115,7 @@ def practice_batch(annotating_batch, annotator_user) -> Batch:
     config = {**annotating_batch.config, "qualification_pairs": 4}
     Batch.objects.filter(pk=annotating_batch.pk).update(config=config)
     annotating_batch.refresh_from_db()
-    assert qualification_pairs_draw(batch=annotating_batch) == 4
+    assert qualification_pairs_draw(batch=annotating_batch) == 8  # 4 a try, 2 tries
     worker = worker_for_user(user=annotator_user)
     qualification_attempt_open(batch=annotating_batch, worker=worker)
     return annotating_batch
@@ -122,7 +123,7 @@ def practice_batch(annotating_batch, annotator_user) -> Batch:
 
 def _practice_pair(request: Fixtures) -> int:
     batch = request.getfixturevalue("practice_batch")
-    return batch.qualification_pairs.order_by("position")[0].pk
+    return batch.qualification_attempts.get().pair_ids[0]  # a pair of the annotator's try
 
 
 @pytest.fixture
@@ -226,6 +227,11 @@ PLACEHOLDERS: dict[str, Callable[[Fixtures], Any]] = {
     "hit": _pk("published_hit"),
     "hit_signature": lambda request: hit_signature(request.getfixturevalue("published_hit").pk),
     "mturk_item": _published_item,
+    "number": lambda request: 1,  # a pair's number on its page
+    "preview": lambda request: 0,  # the MTurk page's preview: no assignment
+    "page_image_signature": lambda request: page_image_signature(
+        request.getfixturevalue("published_hit").pk, 0, 1
+    ),
     "image_signature": lambda request: image_signature(_published_item(request)),
     "example": lambda request: 0,  # the first worked example of the instructions
     "instructions": _instructions,
@@ -289,6 +295,11 @@ PAGES = [
     Page("frontend:mturk-hit", PUBLIC, ("hit", "hit_signature")),
     Page("frontend:mturk-image", PUBLIC, ("mturk_item", "image_signature")),
     Page(
+        "frontend:mturk-page-image",
+        PUBLIC,
+        ("hit", "preview", "number", "page_image_signature"),
+    ),
+    Page(
         "frontend:mturk-instructions-image",
         PUBLIC,
         ("instructions", "example", "instructions_signature"),
@@ -303,7 +314,10 @@ PAGES = [
     Page("frontend:work", LOGGED_IN),
     Page("frontend:work-next", (LOGIN, Redirect("/work/"), Redirect("/work/")), method="POST"),
     Page("frontend:hit", (LOGIN, 200, 404), ("assignment",)),
-    Page("frontend:item-image", LOGGED_IN, ("assignment", "item")),
+    Page("frontend:pair-image", LOGGED_IN, ("assignment", "number")),
+    # By item id: staff only (the review page); a worker probing ids would find a golden
+    # added to the HIT later.
+    Page("frontend:item-image", (LOGIN, 404, 200), ("assignment", "item")),
     Page("frontend:instructions-image", LOGGED_IN, ("assignment", "example")),
     # A batch's qualification round: any account may take it (staff too, as workers); its
     # images only while taking it (the annotator here) or as staff.

@@ -93,6 +93,19 @@ def free_pairs(batch: Batch, n: int) -> list[tuple[int, int]]:
     return pairs[:n]
 
 
+def pool_rows(batch: Batch) -> list[str]:
+    """CSV rows of a pool for four pairs a try and two tries: 4 YES and 4 NO, off every page."""
+    on_page = set(HITItem.objects.filter(hit__batch=batch).values_list("image_id", "caption_id"))
+    captions = list(batch.dataset.captions.select_related("image").order_by("pk"))
+    own = [(c.image.ext_id, c.ext_id) for c in captions if (c.image_id, c.pk) not in on_page]
+    other = [
+        (image.ext_id, c.ext_id)
+        for c, image in zip(captions, [c.image for c in captions[1:]], strict=False)
+        if image.pk != c.image_id and (image.pk, c.pk) not in on_page
+    ]
+    return [f"{i},{c},yes,its own" for i, c in own[:4]] + [f"{i},{c},no," for i, c in other[:4]]
+
+
 def csv_upload(rows: list[str]) -> SimpleUploadedFile:
     text = "image_id,caption_id,answer,note\n" + "\n".join(rows) + "\n"
     return SimpleUploadedFile("pairs.csv", text.encode(), content_type="text/csv")
@@ -102,20 +115,36 @@ def test_an_uploaded_csv_becomes_the_round(annotating_batch):
     client = client_of(staff=True)
     html = client.get(reverse("frontend:batch", args=[annotating_batch.pk])).content.decode()
     assert 'id="qualification-upload"' in html and 'data-wait="Checking the pairs…"' in html
-    rows = [f"{image},{caption},yes,its own" for image, caption in free_pairs(annotating_batch, 2)]
+    rows = pool_rows(annotating_batch)
 
     response = client.post(pairs_page(annotating_batch), {"pairs": csv_upload(rows)}, follow=True)
 
-    assert "2 qualification pairs set from pairs.csv" in response.content.decode()
+    assert "8 qualification pairs set from pairs.csv" in response.content.decode()
     stored = QualificationPair.objects.filter(batch=annotating_batch)
-    assert [p.source for p in stored] == ["admin", "admin"]
-    assert {p.note for p in stored} == {"its own"}
+    assert [p.source for p in stored] == ["admin"] * 8
+    assert {p.note for p in stored} == {"its own", ""}
+
+
+def test_a_csv_too_small_for_every_try_is_refused_with_the_numbers(annotating_batch):
+    before = list(QualificationPair.objects.filter(batch=annotating_batch).values_list("pk"))
+    rows = pool_rows(annotating_batch)[2:6]  # one try's worth: 2 YES, 2 NO
+
+    response = client_of(staff=True).post(
+        pairs_page(annotating_batch), {"pairs": csv_upload(rows)}, follow=True
+    )
+
+    assert "the pool needs at least 4 YES and 4 NO pairs (4 pairs x 2 tries)" in (
+        response.content.decode()
+    )
+    assert (
+        list(QualificationPair.objects.filter(batch=annotating_batch).values_list("pk")) == before
+    )
 
 
 def test_a_bad_line_is_refused_naming_it_and_nothing_changes(annotating_batch):
     before = list(QualificationPair.objects.filter(batch=annotating_batch).values_list("pk"))
-    ((image, caption),) = free_pairs(annotating_batch, 1)
-    rows = [f"{image},{caption},yes,", "999999,1,no,"]
+    rows = pool_rows(annotating_batch)
+    rows[1] = "999999,1,yes,"
 
     response = client_of(staff=True).post(
         pairs_page(annotating_batch), {"pairs": csv_upload(rows)}, follow=True
@@ -147,8 +176,8 @@ def test_the_draw_button_draws_the_pairs_the_round_lacks(annotating_batch):
 
     response = client.post(pairs_page(annotating_batch), {"draw": "1"}, follow=True)
 
-    assert "Drew 4 qualification pairs." in response.content.decode()
-    assert QualificationPair.objects.filter(batch=annotating_batch, source="golden").count() == 4
+    assert "Drew 8 qualification pairs." in response.content.decode()  # 4 a try, 2 tries
+    assert QualificationPair.objects.filter(batch=annotating_batch, source="golden").count() == 8
 
 
 def test_a_batch_without_a_round_is_refused_with_the_services_message(annotating_batch):

@@ -17,7 +17,11 @@ def _rates(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.REST_FRAMEWORK = {
         **settings.REST_FRAMEWORK,
-        "DEFAULT_THROTTLE_RATES": {"login-ip": "100/min", "login-username": "2/min"},
+        "DEFAULT_THROTTLE_RATES": {
+            "login-ip": "100/min",
+            "login-username": "2/min",
+            "login-account": "100/min",
+        },
     }
 
 
@@ -44,6 +48,17 @@ def test_a_login_over_the_limit_is_a_429_that_does_not_log_in(client, annotator)
     assert "Too many login attempts" in page and "did not match" not in page
     assert 'value="ann"' in page  # the form keeps the username
     assert "_auth_user_id" not in client.session
+
+
+def test_a_client_over_the_limit_leaves_the_owner_free_to_log_in(client, annotator):
+    attacker = Client(REMOTE_ADDR="10.0.0.66")
+    for _ in range(2):
+        assert log_in(attacker, "wrong").status_code == 200
+    assert log_in(attacker, PASSWORD).status_code == 429
+
+    owner = Client(REMOTE_ADDR="10.0.0.9")
+    assert log_in(owner, PASSWORD).status_code == 302
+    assert owner.session["_auth_user_id"] == str(annotator.pk)
 
 
 def test_showing_the_form_is_not_an_attempt(client, annotator):

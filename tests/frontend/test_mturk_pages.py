@@ -5,20 +5,24 @@ the real boto3 client behind botocore's Stubber)."""
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.files.storage import default_storage
 from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import HIT, Assignment, Batch, HITItem, Judgement, Worker
+from annotation.models import HIT, Assignment, Batch, Judgement, Worker
 from annotation.mturk.links import hit_page_path, image_path
 from annotation.mturk.protocol import PREVIEW_ASSIGNMENT_ID
+from annotation.pages import page_items
 from tests.mturk_published import published_on_sandbox
+from tests.page_answers import page_answers
 
 pytestmark = pytest.mark.django_db
 
@@ -65,14 +69,12 @@ def accepted(hit: HIT, worker: str = "A1WORKER", assignment: str = "3ASG1", **ex
     return page_url(hit, **params)
 
 
-def answers_for(hit: HIT) -> dict:
-    level_of = {"golden_tp": "yes", "golden_tn": "no", "task": "yes"}
-    return {
-        "answers": [
-            {"item": item.pk, "level": level_of[item.role], "elapsed_ms": 800}
-            for item in HITItem.objects.filter(hit=hit).order_by("position")
-        ]
-    }
+def answers_for(hit: HIT, external: str = "3ASG1", *, wrong_golden: bool = False) -> dict:
+    """Answers to the page of the HIT's MTurk assignment `external` (opened already), each
+    pair named by its number there: tasks YES, goldens right (or the golden TN wrong)."""
+    level_of = {"golden_tp": "yes", "golden_tn": "yes" if wrong_golden else "no", "task": "yes"}
+    assignment = Assignment.objects.get(hit=hit, external_id=external)
+    return {"answers": page_answers(assignment, level_of, elapsed_ms=800)}
 
 
 # --- the HIT page -----------------------------------------------------------------------
@@ -130,6 +132,27 @@ def test_accepting_opens_the_workers_assignment_without_an_account(client, publi
     assert response["Content-Security-Policy"] == FRAME_ANCESTORS
     assert client.get(accepted(hit)).status_code == 200  # a reload resumes the same work
     assert Assignment.objects.count() == 1
+
+
+def test_the_page_names_its_pairs_and_their_images_by_number_not_item_id(client, published):
+    # An item id would point at a golden that replaced a suspended one: it is newer.
+    hit = first_hit(published)
+    html = client.get(accepted(hit)).content.decode()
+    assignment = Assignment.objects.get(external_id="3ASG1")
+    rows = page_items(hit_id=hit.pk, assignment=assignment, fields=("image__file",))
+
+    assert re.findall(r'data-item="(\d+)"', html) == [str(n) for n in range(1, len(rows) + 1)]
+    links = re.findall(r'src="(/mturk/hits/[^"]+)"', html)
+    assert len(links) == len(rows)
+    for number, (link, (_pk, stored)) in enumerate(zip(links, rows, strict=True), start=1):
+        assert f"/mturk/hits/{hit.pk}/pages/{assignment.pk}/pairs/{number}/" in link
+        served = client.get(link)
+        assert served["Content-Disposition"] == f'inline; filename="pair-{number}.png"'
+        with default_storage.open(stored) as handle:
+            assert b"".join(served.streaming_content) == handle.read()
+    assert client.get(links[0].replace("/pairs/1/", "/pairs/2/")).status_code == 404  # forged
+    preview = client.get(page_url(hit, assignmentId=PREVIEW_ASSIGNMENT_ID)).content.decode()
+    assert f"/mturk/hits/{hit.pk}/pages/0/pairs/1/" in preview
 
 
 def test_turk_submit_to_must_be_one_of_mturks_sites(client, published, settings):
@@ -197,7 +220,7 @@ def test_made_up_ids_on_the_public_page_never_get_work_approved(published):
     query = urlencode({"assignmentId": "3MADEUP", "workerId": "A1MADEUP", "hitId": hit.external_id})
     response = forger.post(
         f"{reverse('frontend:mturk-submit')}?{query}",
-        json.dumps(answers_for(hit)),  # even every check pair right
+        json.dumps(answers_for(hit, "3MADEUP")),  # even every check pair right
         content_type="application/json",
     )
     assert response.status_code == 201
@@ -211,15 +234,6 @@ def submit_url(hit: HIT, worker: str, assignment: str) -> str:
     return f"{reverse('frontend:mturk-submit')}?{query}"
 
 
-def with_wrong_golden(hit: HIT) -> dict:
-    body = answers_for(hit)
-    tn = hit.items.get(role="golden_tn")
-    for answer in body["answers"]:
-        if answer["item"] == tn.pk:
-            answer["level"] = "yes"
-    return body
-
-
 def test_forged_ids_do_not_fill_the_hit_nor_pile_up_workers(published):
     hit = first_hit(published)
     HIT.objects.filter(pk=hit.pk).update(max_assignments=1)
@@ -229,7 +243,7 @@ def test_forged_ids_do_not_fill_the_hit_nor_pile_up_workers(published):
         assert forger.get(accepted(hit, worker=worker, assignment=assignment)).status_code == 200
         response = forger.post(
             submit_url(hit, worker, assignment),
-            json.dumps(answers_for(hit)),
+            json.dumps(answers_for(hit, assignment)),
             content_type="application/json",
         )
         assert response.status_code == 201
@@ -239,7 +253,7 @@ def test_forged_ids_do_not_fill_the_hit_nor_pile_up_workers(published):
     assert "already has all" not in page.content.decode()
     response = real.post(
         submit_url(hit, "A1REAL", "3REAL"),
-        json.dumps(answers_for(hit)),
+        json.dumps(answers_for(hit, "3REAL")),
         content_type="application/json",
     )
     assert response.status_code == 201
@@ -250,10 +264,11 @@ def test_forged_ids_do_not_fill_the_hit_nor_pile_up_workers(published):
 def test_the_submit_and_the_page_after_it_never_tell_the_golden_result(published):
     hit = first_hit(published)
     bodies = {}
-    for name, answers in (("A1RIGHT", answers_for(hit)), ("A1WRONG", with_wrong_golden(hit))):
+    for name, wrong_golden in (("A1RIGHT", False), ("A1WRONG", True)):
         worker = Client(enforce_csrf_checks=True)
         assignment = f"3{name[2:]}"
         worker.get(accepted(hit, worker=name, assignment=assignment))
+        answers = answers_for(hit, assignment, wrong_golden=wrong_golden)
         response = worker.post(
             submit_url(hit, name, assignment), json.dumps(answers), content_type="application/json"
         )
@@ -420,11 +435,7 @@ def test_the_admin_publishes_on_the_sandbox_then_decides_and_pays(
     hit = HIT.objects.get(pk=hits[0].pk)
     worker = Client()
     worker.get(accepted(hit))
-    wrong = answers_for(hit)
-    tn = hit.items.get(role="golden_tn")
-    for answer in wrong["answers"]:
-        if answer["item"] == tn.pk:
-            answer["level"] = "yes"
+    wrong = answers_for(hit, wrong_golden=True)
     query = urlencode({"assignmentId": "3ASG1", "workerId": "A1WORKER", "hitId": hit.external_id})
     worker.post(
         f"{reverse('frontend:mturk-submit')}?{query}",

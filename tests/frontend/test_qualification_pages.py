@@ -11,7 +11,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from annotation.models import Assignment, QualificationAnswer, QualificationPair
+from annotation.models import (
+    Assignment,
+    QualificationAnswer,
+    QualificationAttempt,
+    QualificationPair,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -127,6 +132,16 @@ def test_failing_twice_closes_the_batch(ann, annotating_batch):
 
     second = take_round(ann, annotating_batch, wrong=4)
 
+    # The second try showed none of the pairs whose answers the first try's feedback told.
+    by_try = {
+        number: set(
+            QualificationAnswer.objects.filter(attempt__number=number).values_list(
+                "pair", flat=True
+            )
+        )
+        for number in (1, 2)
+    }
+    assert len(by_try[1]) == len(by_try[2]) == PAIRS and not by_try[1] & by_try[2]
     assert "no tries left: this batch is closed to you" in second
     work = ann.get(reverse("frontend:work")).content.decode()
     assert (
@@ -141,9 +156,16 @@ def test_failing_twice_closes_the_batch(ann, annotating_batch):
 
 def test_the_images_stay_with_the_worker_taking_the_round(ann, client, annotating_batch):
     ann.post(page_of(annotating_batch), {"action": "start"})
-    pair = QualificationPair.objects.filter(batch=annotating_batch).first()
+    attempt = QualificationAttempt.objects.get()
+    pair = QualificationPair.objects.get(pk=attempt.pair_ids[-1])  # not answered yet
     url = reverse("frontend:qualification-image", args=[annotating_batch.pk, pair.pk])
     assert ann.get(url).status_code == 200
+    # The rest of the pool is for later tries: its images stay closed.
+    later = QualificationPair.objects.filter(batch=annotating_batch).exclude(
+        pk__in=attempt.pair_ids
+    )[0]
+    closed = reverse("frontend:qualification-image", args=[annotating_batch.pk, later.pk])
+    assert ann.get(closed).status_code == 404
 
     client.logout()
     client.force_login(get_user_model().objects.create_user("bea"))
@@ -174,7 +196,8 @@ def test_the_batch_page_shows_the_rounds_settings_pairs_and_results(ann, client,
     assert "<h2>Qualification round</h2>" in html
     assert "practice round of <strong>4</strong> pairs at <strong>75%</strong> right" in html
     assert "in at most <strong>2</strong> tries" in html
-    assert "The round has <strong>4</strong> pairs (4 drawn as golden pairs)" in html
+    assert "so the pool needs at least <strong>8</strong> pairs" in html
+    assert "The pool has <strong>8</strong> pairs (8 drawn as golden pairs)" in html
     assert "1 try (0 in progress, 1 finished); <strong>1</strong> worker passed" in html
     assert "pass rate <strong>1.00</strong> of finished tries" in html
     assert html.count('<td class="num">1/1</td>') == PAIRS

@@ -19,13 +19,13 @@ from annotation.models import (
     Assignment,
     Batch,
     Dataset,
-    HITItem,
     PositiveSet,
     PositiveSource,
     Release,
 )
 from mitl.release_files import I2T_FILE, T2I_FILE
 from pipeline.plan import Plan
+from tests.page_answers import page_answers
 
 pytestmark = pytest.mark.django_db
 
@@ -57,12 +57,7 @@ def take_hit(client) -> Assignment:
 
 def submit(client, assignment: Assignment, *, wrong_golden: bool = False):
     level_of = {"golden_tp": "yes", "golden_tn": "yes" if wrong_golden else "no", "task": "yes"}
-    body = {
-        "answers": [
-            {"item": item.pk, "level": level_of[item.role], "elapsed_ms": 900}
-            for item in HITItem.objects.filter(hit=assignment.hit).order_by("position")
-        ]
-    }
+    body = {"answers": page_answers(assignment, level_of)}
     return client.post(
         reverse("api:assignment-submit", args=[assignment.pk]),
         body,

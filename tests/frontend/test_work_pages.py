@@ -10,7 +10,9 @@ from django.urls import reverse
 
 from annotation.models import Assignment, HITItem, Judgement
 from annotation.mturk.hit_page import mturk_assignment_open, mturk_assignment_submit
+from annotation.pages import page_items
 from annotation.submissions import AnswerInput
+from tests.page_answers import page_answers
 
 pytestmark = pytest.mark.django_db
 
@@ -34,12 +36,7 @@ def logged_in(client, user):
 
 def correct_answers(assignment: Assignment, task_level: str = "yes") -> dict:
     level_of = {"golden_tp": "yes", "golden_tn": "no", "task": task_level}
-    return {
-        "answers": [
-            {"item": item.pk, "level": level_of[item.role], "elapsed_ms": 900}
-            for item in HITItem.objects.filter(hit=assignment.hit).order_by("position")
-        ]
-    }
+    return {"answers": page_answers(assignment, level_of)}
 
 
 def take_hit(client) -> Assignment:
@@ -133,14 +130,11 @@ def test_another_worker_can_neither_open_nor_submit_nor_see_the_images(
     client, annotator, annotating_batch
 ):
     assignment = take_hit(logged_in(client, annotator))
-    item = assignment.hit.items.first()
     intruder = get_user_model().objects.create_user("intruder", password=PASSWORD)
     other = logged_in(type(client)(), intruder)
     assert other.get(reverse("frontend:hit", args=[assignment.pk])).status_code == 404
     assert other.get(reverse("api:assignment-detail", args=[assignment.pk])).status_code == 404
-    assert (
-        other.get(reverse("frontend:item-image", args=[assignment.pk, item.pk])).status_code == 404
-    )
+    assert other.get(reverse("frontend:pair-image", args=[assignment.pk, 1])).status_code == 404
     submit = other.post(
         reverse("api:assignment-submit", args=[assignment.pk]),
         correct_answers(assignment),
@@ -148,7 +142,7 @@ def test_another_worker_can_neither_open_nor_submit_nor_see_the_images(
     )
     assert submit.status_code == 404
     assert not Judgement.objects.exists()
-    own = client.get(reverse("frontend:item-image", args=[assignment.pk, item.pk]))
+    own = client.get(reverse("frontend:pair-image", args=[assignment.pk, 1]))
     assert own.status_code == 200 and own["Content-Type"] == "image/png"
 
 
@@ -156,13 +150,13 @@ def test_an_item_image_does_not_reveal_its_stored_file_name(client, annotator, a
     # On COCO the file name names the image a caption was written for: a worker must not see it.
     assignment = take_hit(logged_in(client, annotator))
     page = client.get(reverse("frontend:hit", args=[assignment.pk])).content.decode()
-    for item in assignment.hit.items.select_related("image"):
-        stored = Path(item.image.file.name)
-        url = reverse("frontend:item-image", args=[assignment.pk, item.pk])
+    for number, item in enumerate(page_items(hit_id=assignment.hit_id, assignment=assignment), 1):
+        stored = Path(HITItem.objects.get(pk=item[0]).image.file.name)
+        url = reverse("frontend:pair-image", args=[assignment.pk, number])
         response = client.get(url)
 
         assert response.status_code == 200
-        assert response["Content-Disposition"] == f'inline; filename="item-{item.pk}.png"'
+        assert response["Content-Disposition"] == f'inline; filename="pair-{number}.png"'
         assert stored.stem not in url and stored.stem not in page
 
 

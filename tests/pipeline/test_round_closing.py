@@ -10,13 +10,14 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.handout import hit_assign_next, worker_for_user
-from annotation.models import Assignment, Batch, BatchState, HITItem
+from annotation.models import Assignment, Batch, BatchState
 from annotation.submissions import AnswerInput, assignment_submit
 from config.celery import app
 from pipeline.curation import FINISH_KEY
 from pipeline.round_controls import rounds_finish_after
 from pipeline.stages import batch_create, batch_run_until
 from pipeline.tasks import annotation_close_check_queue, close_complete_rounds
+from tests.page_answers import page_answers
 
 pytestmark = pytest.mark.django_db
 
@@ -27,8 +28,7 @@ def account(name: str, **extra):
 
 def answers(assignment: Assignment, *, golden_right: bool = True) -> list[dict]:
     level = {"golden_tp": "yes", "golden_tn": "no" if golden_right else "yes", "task": "yes"}
-    items = HITItem.objects.filter(hit=assignment.hit).order_by("position")
-    return [{"item": item.pk, "level": level[item.role], "elapsed_ms": 900} for item in items]
+    return page_answers(assignment, level)
 
 
 def judge_all_but_one(batch: Batch, users) -> Assignment:
@@ -43,7 +43,9 @@ def judge_all_but_one(batch: Batch, users) -> Assignment:
             if len(taken) == needed:
                 return assignment
             rows = [AnswerInput(item_id=a["item"], level=a["level"]) for a in answers(assignment)]
-            assignment_submit(assignment=assignment, answers=rows, followups_required=False)
+            assignment_submit(
+                assignment=assignment, answers=rows, followups_required=False, by_page=True
+            )
     raise AssertionError(f"only {len(taken)} of {needed} assignments could be taken")
 
 
@@ -160,7 +162,8 @@ def test_the_periodic_task_closes_a_complete_round_and_leaves_an_incomplete_one(
     complete.refresh_from_db()
     last = judge_all_but_one(complete, [account("a"), account("b")])
     rows = [AnswerInput(item_id=a["item"], level=a["level"]) for a in answers(last)]
-    assignment_submit(assignment=last, answers=rows, followups_required=False)  # no page asks
+    # No page asks.
+    assignment_submit(assignment=last, answers=rows, followups_required=False, by_page=True)
     incomplete = batch_create(dataset=dataset, name="incomplete", raw_config=small_config)
     batch_run_until(batch_id=incomplete.pk, until=BatchState.RELEASED)
     complete.refresh_from_db()

@@ -18,17 +18,18 @@ from annotation.qualification.selectors import qualification_summary
 
 class Command(BaseCommand):
     help = (
-        "A batch's qualification round (config `qualification_pairs` > 0): draw its pairs as "
+        "A batch's qualification round (config `qualification_pairs` > 0): draw its pool as "
         "golden pairs are drawn (--draw; done when its HITs are built, so only needed when "
-        "that failed), or set pairs an admin chose from a CSV file (--pairs FILE.csv, columns "
-        "image_id,caption_id,answer[,note] with answer yes or no; all or nothing, and only "
-        "while no worker has started the round), and print the pairs and tries (--show, the "
-        "default)."
+        "that failed or the pool is short), or set a pool an admin chose from a CSV file "
+        "(--pairs FILE.csv, columns image_id,caption_id,answer[,note] with answer yes or no; "
+        "at least qualification_pairs x qualification_attempts pairs with each try's mix of "
+        "yes and no; all or nothing, and only while no worker has started the round), and "
+        "print the pairs and tries (--show, the default)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("batch", type=int, help="batch id")
-        parser.add_argument("--draw", action="store_true", help="draw the pairs if it has none")
+        parser.add_argument("--draw", action="store_true", help="fill the pool by drawing")
         parser.add_argument(
             "--pairs",
             type=Path,
@@ -49,7 +50,7 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"batch {batch.pk}: drew {drawn} qualification pairs"
                     if drawn
-                    else f"batch {batch.pk}: nothing drawn (it has its pairs, or no round)"
+                    else f"batch {batch.pk}: nothing drawn (its pool is full, or no round)"
                 )
             if options["pairs"]:
                 path = options["pairs"]
@@ -71,15 +72,17 @@ class Command(BaseCommand):
             out.write(f"batch {batch.pk} has no qualification round (qualification_pairs is 0)")
             return
         out.write(
-            f"batch {batch.pk}: {len(summary['pairs'])} qualification pairs (config asks for "
-            f"{summary['pairs_configured']}), pass mark {summary['pass_percent']}%, "
-            f"{summary['attempts_allowed']} tries per worker"
+            f"batch {batch.pk}: {summary['pairs_configured']} qualification pairs a try, pass "
+            f"mark {summary['pass_percent']}%, {summary['attempts_allowed']} tries per worker; "
+            f"pool {summary['pool_size']} pairs (needs {summary['pool_needed']}), MTurk's test "
+            f"{summary['test_pairs']}"
         )
         for pair in summary["pairs"]:
             answer = "yes" if pair.positive else "no"
+            source = "mturk" if pair.mturk_test else pair.source
             out.write(
                 f"  {pair.position + 1:>3}  image {pair.image.ext_id}  caption "
-                f"{pair.caption.ext_id}  {answer:<3}  {pair.source:<6}  right "
+                f"{pair.caption.ext_id}  {answer:<3}  {source:<6}  right "
                 f"{pair.n_right}/{pair.n_answers}  {pair.caption.text}"
             )
         rate = "-" if summary["pass_rate"] is None else f"{summary['pass_rate']:.2f}"

@@ -42,3 +42,8 @@ class Command(BaseCommand):
         self.stdout.write(f"layout → {html_path}")
         if files.skipped:
             self.stdout.write(f"{files.skipped} HITs left out: already published through the API")
+        if files.replaced:
+            self.stdout.write(
+                f"{files.replaced} HITs left out: a golden of theirs was replaced, and the "
+                "layout's item ids would point at it (publish them through the API instead)"
+            )

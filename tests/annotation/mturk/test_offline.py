@@ -9,10 +9,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from annotation.goldens import goldens_replace
 from annotation.models import HIT, Assignment, Judgement
 from annotation.mturk.offline import mturk_export, mturk_results_import
 from annotation.review import assignment_golden_misses, assignment_review
 from annotation.review_selectors import review_queue
+from mitl.config import batch_config
 
 from .helpers import (
     BASE,
@@ -37,6 +39,23 @@ def test_export_writes_one_row_per_hit_with_signed_image_links(annotating_batch)
     assert rows[0]["image_url_1"].startswith(f"{BASE}/mturk/images/{first[0].pk}/")
     assert rows[0]["caption_1"] == first[0].caption.text
     assert "golden" not in files.input_csv and "golden" not in files.layout_html.lower()
+
+
+def test_export_leaves_out_a_hit_whose_golden_was_replaced(annotating_batch):
+    # The layout shows item ids in HIT order: a replacement's newer id, last on the page,
+    # would point at the check pair.
+    hits = hits_of(annotating_batch)
+    golden = hits[0].items.filter(role="golden_tn").first()
+    golden.golden_suspended_at = datetime.now(UTC)  # as goldens_suspend_failed marks it
+    golden.save(update_fields=["golden_suspended_at"])
+    goldens_replace(hit=hits[0], items=[golden], config=batch_config(annotating_batch))
+    assert hits[0].items.filter(added_after__isnull=False).exists()
+
+    files = mturk_export(batch=annotating_batch)
+
+    rows = list(csv.DictReader(io.StringIO(files.input_csv)))
+    assert (files.hits, files.replaced) == (len(hits) - 1, 1)
+    assert str(hits[0].pk) not in {row["hit_id"] for row in rows}
 
 
 def test_imported_results_go_through_the_submit_service_once(annotating_batch):

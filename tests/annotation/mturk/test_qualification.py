@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from annotation.errors import ServiceError
+from annotation.goldens import golden_pool
 from annotation.models import Batch, Caption, HITItem, Image, QualificationPair, Worker
 from annotation.mturk.errors import MTurkError
 from annotation.mturk.hit_settings import mturk_settings_save
@@ -25,7 +26,16 @@ from annotation.mturk.qualification import (
 )
 from annotation.mturk.qualification_test import ANSWER_KEY_NS, QUESTION_FORM_NS
 from annotation.mturk.sandbox import mturk_sandbox_reset
-from annotation.qualification.pairs import QualificationPairInput, qualification_pairs_set
+from annotation.qualification.attempts import (
+    qualification_answer_record,
+    qualification_attempt_open,
+    qualification_pair_next,
+)
+from annotation.qualification.pairs import (
+    QualificationPairInput,
+    qualification_pairs_draw,
+    qualification_pairs_set,
+)
 
 from .helpers import (
     BASE,
@@ -49,8 +59,9 @@ AK = f"{{{ANSWER_KEY_NS}}}"
 
 
 def with_round(batch: Batch, *, pairs: int, share: float = 0.8, attempts: int = 2) -> Batch:
-    """Give the batch a qualification round of `pairs` pairs, alternately positive and
-    negative; the first caption holds characters XML must escape."""
+    """Give the batch a qualification round of `pairs` pairs a try and MTurk's test of as
+    many pairs of its own, alternately positive and negative; the first caption holds
+    characters XML must escape."""
     config = {
         **batch.config,
         "qualification_pairs": pairs,
@@ -78,6 +89,7 @@ def with_round(batch: Batch, *, pairs: int, share: float = 0.8, attempts: int = 
             caption=caption,
             positive=positive,
             source="admin",
+            mturk_test=True,
         )
     return batch
 
@@ -171,7 +183,9 @@ def test_publication_makes_the_test_then_a_hit_type_that_requires_its_pass_mark(
         sorted(o.findtext(f"{AK}SelectionIdentifier") for o in q.findall(f"{AK}AnswerOption"))
         for q in key.findall(f"{AK}Question")
     ]
-    stored_pairs = QualificationPair.objects.filter(batch=batch).order_by("position")
+    stored_pairs = QualificationPair.objects.filter(batch=batch, mturk_test=True).order_by(
+        "position"
+    )
     assert scored == [
         ["weak_yes", "yes"] if pair.positive else ["no", "weak_no"] for pair in stored_pairs
     ]
@@ -361,34 +375,100 @@ def test_the_pairs_are_drawn_at_publication_when_the_batch_has_none(annotating_b
     expect_test_type(stub, duration=300)
     mturk_qualification_ensure(batch=annotating_batch, client=client, production=False)
     stub.assert_no_pending_responses()
-    assert QualificationPair.objects.filter(batch=annotating_batch).count() == 4
+    drawn = QualificationPair.objects.filter(batch=annotating_batch)
+    assert drawn.count() == 4 and all(drawn.values_list("mturk_test", flat=True))
+    assert sum(drawn.values_list("positive", flat=True)) == 2
     assert len(ET.fromstring(created[0]["Test"]).findall(f"{QF}Question")) == 4
 
 
-def off_page_pair(batch: Batch) -> QualificationPairInput:
-    """A pair an admin may choose: a valid caption with its image, on no HIT page."""
-    on_page = set(HITItem.objects.filter(hit__batch=batch).values_list("image_id", "caption_id"))
-    captions = Caption.objects.filter(dataset=batch.dataset, is_invalid=False).order_by("-pk")
-    caption = next(c for c in captions.select_related("image") if (c.image_id, c.pk) not in on_page)
-    return QualificationPairInput(caption.image.ext_id, caption.ext_id, True)
-
-
-def test_the_pairs_stay_while_published_hits_require_the_test_of_them(
-    annotating_batch, client, stub
-):
-    batch = with_round(annotating_batch, pairs=4)
-    # Before publication an admin may still choose the pairs (here one, which the test shows).
-    assert qualification_pairs_set(batch=batch, pairs=[off_page_pair(batch)]) == 1
+def test_the_test_shows_pairs_that_no_try_on_the_platform_shows(annotating_batch, client, stub):
+    # MTurk shows the same test on every retry; a pair that a try here also showed would
+    # have its answer told by the try's feedback (to a worker on both sides).
+    config = {**annotating_batch.config, "qualification_pairs": 4, "qualification_attempts": 2}
+    Batch.objects.filter(pk=annotating_batch.pk).update(config=config)
+    annotating_batch.refresh_from_db()
+    assert qualification_pairs_draw(batch=annotating_batch) == 8  # the platform's pool
+    created = sent(client, "CreateQualificationType")
     expect_test_type(stub, duration=300)
-    expect_hit_type_with(stub, requirement(QUAL_ID, 100))
+    mturk_qualification_ensure(batch=annotating_batch, client=client, production=False)
+    stub.assert_no_pending_responses()
+
+    test_pairs = QualificationPair.objects.filter(batch=annotating_batch, mturk_test=True)
+    urls = [
+        q.findtext(f"{QF}QuestionContent/{QF}Binary/{QF}DataURL")
+        for q in ET.fromstring(created[0]["Test"]).findall(f"{QF}Question")
+    ]
+    assert sorted(int(url.split("/")[-3]) for url in urls) == sorted(
+        test_pairs.values_list("pk", flat=True)
+    )
+    worker = Worker.objects.create(source="platform", external_id="both-sides")
+    shown = set()
+    for _ in range(2):
+        attempt = qualification_attempt_open(batch=annotating_batch, worker=worker)
+        shown |= set(attempt.pair_ids)
+        while (pair := qualification_pair_next(attempt=attempt)) is not None:
+            qualification_answer_record(attempt=attempt, pair_id=pair.pk, level="no")
+    assert len(shown) == 8 and not shown & set(test_pairs.values_list("pk", flat=True))
+    # Goldens drawn later never show them either.
+    golden = golden_pool(batch_id=annotating_batch.pk, dataset_id=annotating_batch.dataset_id)
+    assert not {(p.image_id, p.caption_id) for p in test_pairs} & set(golden.golden_tp_pairs)
+
+
+def off_page_pool(batch: Batch, count: int) -> list[QualificationPairInput]:
+    """A pool an admin may choose: `count` valid captions with their own images (YES), then
+    as many with another caption's image (NO), on no HIT page and not in MTurk's test."""
+    taken = set(HITItem.objects.filter(hit__batch=batch).values_list("image_id", "caption_id"))
+    taken |= set(
+        QualificationPair.objects.filter(batch=batch).values_list("image_id", "caption_id")
+    )
+    captions = list(
+        Caption.objects.filter(dataset=batch.dataset, is_invalid=False)
+        .select_related("image")
+        .order_by("-pk")
+    )
+    own = [c for c in captions if (c.image_id, c.pk) not in taken][:count]
+    other = [
+        (captions[(index + 1) % len(captions)].image, caption)
+        for index, caption in enumerate(captions)
+        if (captions[(index + 1) % len(captions)].image_id, caption.pk) not in taken
+        and captions[(index + 1) % len(captions)].image_id != caption.image_id
+    ][:count]
+    return [QualificationPairInput(c.image.ext_id, c.ext_id, True) for c in own] + [
+        QualificationPairInput(image.ext_id, c.ext_id, False) for image, c in other
+    ]
+
+
+def test_the_tests_pairs_stay_while_the_pool_may_change(annotating_batch, client, stub):
+    batch = with_round(annotating_batch, pairs=4)
+    expect_test_type(stub, duration=300)
+    expect_hit_type_with(stub, requirement(QUAL_ID, 100))  # 0.8 of 4 pairs: all 4
     for hit in hits_of(batch):
         expect_create_hit(stub, batch, hit)
     mturk_publish(batch=batch, client=client)
+    test_pairs = set(QualificationPair.objects.filter(batch=batch).values_list("pk", flat=True))
+
+    # The pool of the platform's tries is apart from MTurk's test: it may still change.
+    assert qualification_pairs_set(batch=batch, pairs=off_page_pool(batch, 4)) == 8
+    kept = QualificationPair.objects.filter(batch=batch, mturk_test=True)
+    assert set(kept.values_list("pk", flat=True)) == test_pairs
+
+
+def test_a_test_made_of_the_pool_keeps_the_pool_while_published_hits_require_it(
+    annotating_batch, client, stub
+):
+    batch = with_round(annotating_batch, pairs=4)
+    expect_test_type(stub, duration=300)
+    expect_hit_type_with(stub, requirement(QUAL_ID, 100))  # 0.8 of 4 pairs: all 4
+    for hit in hits_of(batch):
+        expect_create_hit(stub, batch, hit)
+    mturk_publish(batch=batch, client=client)
+    # A test published before MTurk's test had pairs of its own showed the pool.
+    QualificationPair.objects.filter(batch=batch).update(mturk_test=False)
     before = list(QualificationPair.objects.filter(batch=batch).values_list("pk", flat=True))
 
     # MTurk's test links to these pairs' images: replacing them would break it.
     with pytest.raises(ServiceError, match="require the qualification test made of these pairs"):
-        qualification_pairs_set(batch=batch, pairs=[off_page_pair(batch)])
+        qualification_pairs_set(batch=batch, pairs=off_page_pool(batch, 4))
 
     assert list(QualificationPair.objects.filter(batch=batch).values_list("pk", flat=True)) == (
         before

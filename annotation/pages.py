@@ -1,0 +1,48 @@
+"""How a worker's HIT page names its pairs: by their number on that page, 1, 2, ….
+
+A worker never sees a HIT item's database id. A golden that replaces a suspended one
+(`annotation.goldens`) is a newer row whose id stands far above its page's others, so ids
+would point at it. The page, its image links and a submission from it all use the pair's
+number in the assignment's own order (`mitl.hits.page_order`, seeded by
+`Assignment.page_seed`); the platform maps a number back to its item with the same rule.
+An assignment's pairs never change once it is handed out (`models.items_shown_to`), so a
+number names the same item on every visit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mitl.hits import page_order
+
+from .models import Assignment, HITItem, items_shown_to
+
+
+def page_items(
+    *, hit_id: int, assignment: Assignment | None, fields: tuple[str, ...] = ()
+) -> list[tuple[Any, ...]]:
+    """Return the (pk, *fields) rows of the items the assignment shows, in its page order.
+
+    Without an assignment: the items a new one would show, in the HIT's order (a preview).
+    Pair number n is the row at index n - 1.
+    """
+    assignment_id = assignment.pk if assignment is not None else None
+    rows: list[tuple[Any, ...]] = list(
+        HITItem.objects.filter(items_shown_to(assignment_id), hit_id=hit_id)
+        .order_by("position")
+        .values_list("pk", *fields)
+    )
+    seed = assignment.page_seed if assignment is not None else None
+    return [rows[index] for index in page_order(len(rows), seed)]
+
+
+def page_numbers(*, assignment: Assignment) -> dict[int, int]:
+    """Return each item's number on the assignment's page, by item pk."""
+    rows = page_items(hit_id=assignment.hit_id, assignment=assignment)
+    return {row[0]: number for number, row in enumerate(rows, start=1)}
+
+
+def page_item_id(*, hit_id: int, assignment: Assignment | None, number: int) -> int | None:
+    """Return the pk of the item shown as pair `number` of the page; None if there is none."""
+    rows = page_items(hit_id=hit_id, assignment=assignment)
+    return rows[number - 1][0] if 1 <= number <= len(rows) else None
