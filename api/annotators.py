@@ -8,13 +8,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.models import MachineAnnotator
+from annotation.strict_input import StrictModelSerializer
+from mitl.annotators import ANNOTATOR_KINDS
 from pipeline.annotators import annotator_create
 
 from .fields import JSONObjectField
 from .permissions import ReadOrStaffWrites
+from .schema import beyond_schema, conflict
 
 
-class MachineAnnotatorSerializer(serializers.ModelSerializer):
+class MachineAnnotatorSerializer(StrictModelSerializer):
+    kind = serializers.ChoiceField(
+        choices=sorted(ANNOTATOR_KINDS), help_text="Annotator kind (mitl.annotators)."
+    )
     config = JSONObjectField(
         required=False, help_text="Kind-specific settings, e.g. {'stop_words': false} for bow."
     )
@@ -49,18 +55,21 @@ class MachineAnnotatorViewSet(
     @extend_schema(
         # JSON bodies only in the schema: `config` is an object, which a form cannot carry.
         request={"application/json": MachineAnnotatorSerializer},
+        extensions=beyond_schema("the kind checks its config: its keys, values and files."),
         responses={
             201: MachineAnnotatorSerializer,
             200: OpenApiResponse(
                 MachineAnnotatorSerializer, description="The identical annotator already existed."
             ),
+            409: conflict("An annotator of this name exists with another kind, config or version."),
         },
     )
     def create(self, request: Request) -> Response:
         """Register an annotator after checking its kind and config (staff).
 
         Creating the same name, kind, config and version again returns the stored one (200);
-        the same name with anything different is refused (400).
+        the same name with anything different is refused (409). The kind checks its config
+        (keys, model files), which the schema cannot say: such a refusal is a 400.
         """
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
