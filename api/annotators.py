@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import django_filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
@@ -38,6 +39,14 @@ class MachineAnnotatorSerializer(StrictModelSerializer):
         return value
 
 
+class MachineAnnotatorFilter(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=[(kind, kind) for kind in sorted(ANNOTATOR_KINDS)])
+
+    class Meta:
+        model = MachineAnnotator
+        fields = ["kind"]
+
+
 @extend_schema(tags=["annotators"])
 class MachineAnnotatorViewSet(
     mixins.ListModelMixin,
@@ -50,7 +59,7 @@ class MachineAnnotatorViewSet(
     permission_classes = [ReadOrStaffWrites]
     serializer_class = MachineAnnotatorSerializer
     queryset = MachineAnnotator.objects.order_by("name")
-    filterset_fields = ["kind"]
+    filterset_class = MachineAnnotatorFilter
 
     @extend_schema(
         # JSON bodies only in the schema: `config` is an object, which a form cannot carry.

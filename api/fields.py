@@ -34,6 +34,13 @@ class StrictChoiceField(EmptyValueChecked, serializers.ChoiceField):
     """A choice whose form field, when sent empty, is an invalid choice, not the default."""
 
 
+class TextParameterField(EmptyValueChecked, serializers.CharField):
+    """Text in a query string, taken as given (not trimmed); `?name=` is a 400, not left out."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+
 class QueryFlagField(EmptyValueChecked, serializers.BooleanField):
     """A yes/no query parameter: true or false (or 1 or 0), in any case; else a 400."""
 

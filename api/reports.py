@@ -7,7 +7,6 @@ from typing import Any
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,6 +20,7 @@ from pipeline.bias import bias_report_build
 from pipeline.dataset_stats import dataset_stats_compute
 
 from .errors import Conflict, ErrorSerializer
+from .fields import TextParameterField
 from .permissions import IsStaff
 
 NOT_READY = OpenApiResponse(ErrorSerializer, description="The report's data is not there yet.")
@@ -74,9 +74,8 @@ class BatchBiasView(APIView):
 class StatsQuerySerializer(StrictQuerySerializer):
     """The statistics' query string (any other parameter is a 400)."""
 
-    queries_from = serializers.CharField(
+    queries_from = TextParameterField(
         required=False,
-        trim_whitespace=False,  # a name as given: the set named "  " is not there (404)
         help_text="Count over the queries of this positive set (e.g. eccv); every image and "
         "valid caption by default. A set the dataset does not have is a 404.",
     )

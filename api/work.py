@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.decorators import api_view
+from rest_framework.decorators import api_view, parser_classes
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -33,6 +33,7 @@ from annotation.submissions import assignment_submit_own
 from pipeline.tasks import annotation_close_check_queue, complete_rounds_close_queue
 
 from .fields import QueryFlagField
+from .parsers import JSONParser
 from .schema import beyond_schema
 
 NO_HIT_REASON_HEADER = "X-No-HIT-Reason"
@@ -81,7 +82,10 @@ class SubmitResultSerializer(serializers.Serializer):
 
 class SubmitConflictSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="Says that the stored answers stand.")
-    stored = SubmitResultSerializer(help_text="What the first submission stored.")
+    stored = SubmitResultSerializer(
+        required=False,
+        help_text="What the first submission stored; absent when the HIT no longer takes answers.",
+    )
 
 
 class SubmitQuerySerializer(StrictQuerySerializer):
@@ -200,7 +204,7 @@ def assignment_detail(request: Request, assignment_id: int) -> Response:
 
 @extend_schema(
     tags=["work"],
-    request=SubmissionSerializer,
+    request={"application/json": SubmissionSerializer},  # answers are a list of objects
     parameters=[SubmitQuerySerializer],
     responses={
         201: SubmitResultSerializer,
@@ -221,6 +225,7 @@ def assignment_detail(request: Request, assignment_id: int) -> Response:
     ),
 )
 @api_view(["POST"])
+@parser_classes([JSONParser])  # a form cannot carry the list of answers: 415, as the schema says
 def assignment_submit_view(request: Request, assignment_id: int) -> Response:
     """Store the caller's answers for a whole HIT. A repeat with the same answers returns the
     stored result (200); one with other answers is a 409 carrying it (`stored`)."""

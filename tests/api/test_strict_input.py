@@ -183,3 +183,23 @@ def test_an_empty_choice_filter_is_refused(staff, batch, query):
 def test_an_empty_source_filter_is_refused(staff, dataset):
     response = staff.get("/api/positive-sets/?source=")
     assert response.status_code == 400 and list(response.json()["errors"]) == ["source"]
+
+
+def test_an_empty_queries_from_is_refused_not_left_out(staff, dataset):
+    response = staff.get("/api/datasets/small/stats/?queries_from=")
+    assert response.status_code == 400 and list(response.json()["errors"]) == ["queries_from"]
+
+
+def test_a_json_value_of_another_type_is_refused_not_converted(staff, db):
+    body = {"name": "x", "kind": "bow", "version": 2}
+    response = staff.post("/api/annotators/", body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"version": ["must be a string (got number)"]}
+
+
+def test_a_submission_is_json_only_as_the_schema_says(ann, own_assignment):
+    url = f"/api/assignments/{own_assignment.pk}/submit/"
+    response = ann.post(url, {"answers": "x"})  # multipart: no list of objects in a form
+    assert response.status_code == 415
+    assert not Judgement.objects.exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from annotation.answers import ANSWERED_OTHERWISE
 from annotation.handout import hit_assign_next, worker_for_user
@@ -100,6 +101,18 @@ def test_a_repeat_with_other_answers_is_a_409_carrying_the_stored_result(ann, ow
         },
     }
     assert sorted(own_assignment.judgements.values_list("item_id", "level")) == stored
+
+
+def test_an_expired_hit_is_a_409_without_a_stored_result(ann, own_assignment):
+    Assignment.objects.filter(pk=own_assignment.pk).update(deadline=timezone.now())
+    url = f"/api/assignments/{own_assignment.pk}/submit/"
+
+    response = ann.post(url, answers_for(own_assignment), format="json")
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": "this assignment expired: its time limit has passed; ask for a new HIT"
+    }
 
 
 def test_take_next_stores_the_work_and_hands_out_the_next_hit(ann, own_assignment):
