@@ -1,7 +1,8 @@
 """The one parser of a HIT's answers, for the API, the platform page and MTurk's frame.
 
 A DRF serializer used as a validator: each of the three entry points checks the same
-fields with the same messages before `annotation.submissions` stores anything.
+fields with the same messages before `annotation.submissions` stores anything; a key it
+does not know (an answer's `"role"`) is refused, not ignored (`annotation.strict_input`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from rest_framework import serializers
 from mitl.judgements import OTHER_TEXT_MAX, SHORTCOMINGS, WRONG_CONCEPTS, Level
 
 from .models import AssignmentStatus
+from .strict_input import StrictSerializer
 from .submissions import AnswerInput, SubmissionResult, answers_from_rows
 
 
-class AnswerSerializer(serializers.Serializer):
+class AnswerSerializer(StrictSerializer):
     item = serializers.IntegerField(
         min_value=1, help_text="The pair's number on the worker's page (its `id` there)."
     )
@@ -33,7 +35,7 @@ class AnswerSerializer(serializers.Serializer):
     elapsed_ms = serializers.IntegerField(min_value=0)
 
 
-class SubmissionSerializer(serializers.Serializer):
+class SubmissionSerializer(StrictSerializer):
     answers = AnswerSerializer(many=True, allow_empty=False)
 
 
@@ -56,6 +58,10 @@ def submission_summary(result: SubmissionResult) -> dict[str, Any]:
     }
 
 
+# A repeat with other answers (a second tab, an edited retry): the API's and MTurk's 409.
+ANSWERED_OTHERWISE = (
+    "this HIT was submitted before with other answers: those stand, these were not stored"
+)
 CHECK_MISSED = "a check pair was answered differently from its known answer"
 
 

@@ -13,3 +13,12 @@ class ServiceError(ValueError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+class StateConflict(ServiceError):
+    """Refused because of the object's state, not the request's values (the API's 409):
+    starting a batch twice, reviewing work that is not waiting, answering a closed HIT."""
+
+
+class NotPermitted(ServiceError):
+    """Refused because of who asks (the API's 403): e.g. a reviewer deciding their own work."""

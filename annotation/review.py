@@ -25,7 +25,7 @@ from mitl.quality import (
     golden_misses_summary,
 )
 
-from .errors import ServiceError
+from .errors import NotPermitted, ServiceError, StateConflict
 from .goldens import goldens_suspend_failed
 from .handout import hits_lock, hits_recount_slots
 from .models import Assignment, AssignmentStatus, Judgement, Worker, golden_checked
@@ -154,14 +154,16 @@ def assignment_review(
     if not approve and not feedback:
         raise ServiceError("say why the work is rejected: the worker sees this feedback")
     if reviewer is not None and _is_own_work(assignment, reviewer):
-        raise ServiceError(_OWN_WORK)
+        raise NotPermitted(_OWN_WORK)
     with transaction.atomic():
         hits_lock(hit_ids=[assignment.hit_id])  # before the assignment: see hits_lock
         locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
         if locked.status != AssignmentStatus.SUBMITTED:
-            raise ServiceError(f"only submitted work can be reviewed (this one is {locked.status})")
+            raise StateConflict(
+                f"only submitted work can be reviewed (this one is {locked.status})"
+            )
         if approve and locked.awaits_mturk:
-            raise ServiceError(
+            raise StateConflict(
                 _UNCONFIRMED.format(aid=locked.external_id, batch=locked.hit.batch_id)
             )
         locked.status = AssignmentStatus.APPROVED if approve else AssignmentStatus.REJECTED

@@ -17,10 +17,15 @@ from django.db.models import Subquery
 from django.utils import timezone
 
 from mitl.config import batch_config
-from mitl.judgements import Level, validate_followups
+from mitl.judgements import (
+    Level,
+    shortcomings_to_mask,
+    validate_followups,
+    wrong_concepts_to_mask,
+)
 from mitl.quality import golden_misses
 
-from .errors import ServiceError
+from .errors import ServiceError, StateConflict
 from .faults import fault_pause
 from .goldens import goldens_suspend_failed
 from .handout import hits_lock, hits_recount_slots
@@ -73,6 +78,9 @@ class SubmissionResult:
     judgements: list[Judgement]
     golden_failures: tuple[str, ...] = field(default=())
     created: bool = True  # False when the submission had already been stored
+    # A repeat whose answers are not the stored ones (elapsed times aside): the stored
+    # ones stand, and the caller says so (the API's 409) instead of a plain "stored".
+    differs: bool = False
 
 
 def assignment_submit(
@@ -92,7 +100,8 @@ def assignment_submit(
     `approve_or_flag` approves work that passes the golden check and flags the rest for a
     person; `approve_or_reject` rejects failed work at once; `review_all` leaves every
     submission to a person. Submitting again returns the stored result unchanged (a double
-    click or a retry never duplicates).
+    click or a retry never duplicates), with `differs` set when the repeat's answers are not
+    the stored ones.
     With `worker`, only that worker's own assignment is accepted. `followups_required` and
     `golden_policy` default to the batch's settings.
     """
@@ -109,7 +118,7 @@ def assignment_submit(
             by_page=by_page,
         )
     if result is None:  # recorded as expired, committed above
-        raise ServiceError(_EXPIRED)
+        raise StateConflict(_EXPIRED)
     return result
 
 
@@ -143,7 +152,7 @@ def assignment_submit_own(
             by_page=True,
         )
     if result is None:
-        raise ServiceError(_EXPIRED)
+        raise StateConflict(_EXPIRED)
     return result
 
 
@@ -184,11 +193,12 @@ def _submit_locked(
                 miss.describe() for miss in assignment_golden_misses(assignment_id=locked.pk)
             ),
             created=False,
+            differs=not _same_answers(stored, _repeat_by_item(locked, answers, by_page)),
         )
     elif locked.status == AssignmentStatus.ACCEPTED:
         batch = locked.hit.batch
         if batch.state != BatchState.ANNOTATING:  # closed early, or cancelled: verdicts set
-            raise ServiceError(f"this HIT's batch is {batch.state} and takes no more answers")
+            raise StateConflict(f"this HIT's batch is {batch.state} and takes no more answers")
         config = batch_config(batch)
         if followups_required is None:
             followups_required = config.followups
@@ -230,6 +240,38 @@ def _submit_locked(
             golden_failures=tuple(miss.describe() for miss in misses),
         )
     return None
+
+
+def _repeat_by_item(
+    assignment: Assignment, answers: Sequence[AnswerInput], by_page: bool
+) -> Sequence[AnswerInput]:
+    """A repeat's answers by item id, as the stored ones are (none when a number is off)."""
+    if not by_page:
+        return answers
+    shown = page_items(hit_id=assignment.hit_id, assignment=assignment)
+    try:
+        return _answers_by_item(answers, [row[0] for row in shown])
+    except ServiceError:  # a pair not on the page: not what was stored
+        return []
+
+
+def _same_answers(stored: Sequence[Judgement], answers: Sequence[AnswerInput]) -> bool:
+    """Whether a repeat carries the stored answers: the same level, reasons and text for
+    every item. Elapsed times are left out: a client that retries may measure them again."""
+    kept = {j.item_id: (j.level, j.shortcomings, j.wrong_concepts, j.other_text) for j in stored}
+    try:
+        sent = {
+            answer.item_id: (
+                answer.level,
+                shortcomings_to_mask(answer.shortcomings),
+                wrong_concepts_to_mask(answer.wrong_concepts),
+                answer.other_text.strip(),
+            )
+            for answer in answers
+        }
+    except ValueError:  # a reason that does not exist: not what was stored
+        return False
+    return len(sent) == len(answers) and sent == kept
 
 
 class _ItemRow(NamedTuple):

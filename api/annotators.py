@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import django_filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotation.models import MachineAnnotator
+from annotation.strict_input import StrictModelSerializer
+from mitl.annotators import ANNOTATOR_KINDS
 from pipeline.annotators import annotator_create
 
 from .fields import JSONObjectField
 from .permissions import ReadOrStaffWrites
+from .schema import beyond_schema, conflict
 
 
-class MachineAnnotatorSerializer(serializers.ModelSerializer):
+class MachineAnnotatorSerializer(StrictModelSerializer):
+    kind = serializers.ChoiceField(
+        choices=sorted(ANNOTATOR_KINDS), help_text="Annotator kind (mitl.annotators)."
+    )
     config = JSONObjectField(
         required=False, help_text="Kind-specific settings, e.g. {'stop_words': false} for bow."
     )
@@ -32,6 +39,14 @@ class MachineAnnotatorSerializer(serializers.ModelSerializer):
         return value
 
 
+class MachineAnnotatorFilter(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=[(kind, kind) for kind in sorted(ANNOTATOR_KINDS)])
+
+    class Meta:
+        model = MachineAnnotator
+        fields = ["kind"]
+
+
 @extend_schema(tags=["annotators"])
 class MachineAnnotatorViewSet(
     mixins.ListModelMixin,
@@ -44,23 +59,26 @@ class MachineAnnotatorViewSet(
     permission_classes = [ReadOrStaffWrites]
     serializer_class = MachineAnnotatorSerializer
     queryset = MachineAnnotator.objects.order_by("name")
-    filterset_fields = ["kind"]
+    filterset_class = MachineAnnotatorFilter
 
     @extend_schema(
         # JSON bodies only in the schema: `config` is an object, which a form cannot carry.
         request={"application/json": MachineAnnotatorSerializer},
+        extensions=beyond_schema("the kind checks its config: its keys, values and files."),
         responses={
             201: MachineAnnotatorSerializer,
             200: OpenApiResponse(
                 MachineAnnotatorSerializer, description="The identical annotator already existed."
             ),
+            409: conflict("An annotator of this name exists with another kind, config or version."),
         },
     )
     def create(self, request: Request) -> Response:
         """Register an annotator after checking its kind and config (staff).
 
         Creating the same name, kind, config and version again returns the stored one (200);
-        the same name with anything different is refused (400).
+        the same name with anything different is refused (409). The kind checks its config
+        (keys, model files), which the schema cannot say: such a refusal is a 400.
         """
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 import django_filters
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -21,15 +20,17 @@ from annotation.selectors import (
     batch_curation,
     batch_progress,
 )
+from annotation.strict_input import StrictQuerySerializer, StrictSerializer
 from mitl.config import BatchConfig, ConfigError, parse_batch_config
-from mitl.costs import CENT, cost_estimate
+from mitl.costs import cost_estimate
 from pipeline.launch import batch_create_with_queries, queries_file_parse
 from pipeline.stages import batch_cancel
 from pipeline.tasks import batch_start_queue
 
-from .fields import JSONObjectField
+from .fields import JSONObjectField, RewardField
 from .filters import TextFilter
 from .permissions import IsStaff
+from .schema import beyond_schema, conflict
 
 
 def config_errors(message: str, key: str | None) -> dict[str, list[str]]:
@@ -182,7 +183,7 @@ class BatchDetailSerializer(BatchSerializer):
         return self.context["counts"]
 
 
-class BatchCreateSerializer(serializers.Serializer):
+class BatchCreateSerializer(StrictSerializer):
     dataset = serializers.SlugRelatedField(
         slug_field="name", queryset=Dataset.objects.all(), help_text="Dataset name."
     )
@@ -234,22 +235,17 @@ class CostSerializer(serializers.Serializer):
     total = serializers.DecimalField(max_digits=24, decimal_places=2)
 
 
-class RewardSerializer(serializers.Serializer):
-    reward = serializers.DecimalField(
-        max_digits=8,
-        decimal_places=2,
-        min_value=CENT,
-        help_text="Reward per assignment in US dollars, e.g. 0.50.",
-    )
+class RewardSerializer(StrictSerializer):
+    reward = RewardField(help_text="Reward per assignment in US dollars, e.g. 0.50.")
 
 
-class OptionalRewardSerializer(serializers.Serializer):
-    reward = serializers.DecimalField(
-        max_digits=8,
-        decimal_places=2,
-        min_value=CENT,
+class CostQuerySerializer(StrictQuerySerializer):
+    """The cost endpoint's query string (any other parameter is a 400)."""
+
+    reward = RewardField(
         required=False,
-        help_text="Reward per assignment in US dollars, e.g. 0.50; left out, the batch's own.",
+        help_text="Reward per assignment in US dollars, e.g. 0.50; left out, the batch's own "
+        "(set in the wizard or on its MTurk page).",
     )
 
 
@@ -306,6 +302,11 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @extend_schema(
         request={"application/json": BatchCreateSerializer},
         responses={201: BatchDetailSerializer},
+        extensions=beyond_schema(
+            "the dataset and the config's annotators must exist, the queries must be the "
+            "dataset's, and the config's values must agree (mitl/config.py: e.g. "
+            "golden_negative_depth at least k)."
+        ),
     )
     def create(self, request: Request) -> Response:
         """Create a draft batch; a bad config is a 400 whose `errors.config` names the key."""
@@ -331,19 +332,29 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             ) from None
         return self._detail(batch, status.HTTP_201_CREATED)
 
-    @extend_schema(request=None, responses=BatchDetailSerializer)
+    @extend_schema(
+        request=None,
+        responses={200: BatchDetailSerializer, 409: conflict("The batch has already started.")},
+    )
     @action(detail=True, methods=["post"])
     def start(self, request: Request, pk: str) -> Response:
-        """Start a draft batch: the automatic stages run (400 when it has already started).
+        """Start a draft batch: the automatic stages run (409 when it has already started).
 
         Without a broker (the embedded default) the stages run before this call answers.
         """
         return self._detail(batch_start_queue(batch=self.get_object()))
 
-    @extend_schema(request=None, responses=BatchDetailSerializer)
+    @extend_schema(
+        request=None,
+        responses={
+            200: BatchDetailSerializer,
+            409: conflict("The batch is released or cancelled already."),
+        },
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
-        """Cancel a batch that is not released: no stage runs any more, open HITs end."""
+        """Cancel a batch that is not released: no stage runs any more, open HITs end (409
+        when it is released or cancelled already)."""
         return self._detail(batch_cancel(batch=self.get_object()))
 
     @extend_schema(responses=StageProgressSerializer(many=True))
@@ -353,15 +364,7 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         return Response(batch_progress(batch=self.get_object()))
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "reward",
-                Decimal,
-                required=False,
-                description="Reward per assignment in US dollars, e.g. 0.50; left out, the "
-                "batch's own (set in the wizard or on its MTurk page).",
-            )
-        ],
+        parameters=[CostQuerySerializer],
         responses=CostSerializer,
         filters=False,
     )
@@ -369,13 +372,17 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     def cost(self, request: Request, pk: str) -> Response:
         """What the batch costs on MTurk: from its HITs once built, an upper bound before."""
         batch = self.get_object()
-        reward = OptionalRewardSerializer(data=request.query_params)
+        reward = CostQuerySerializer(data=request.query_params)
         reward.is_valid(raise_exception=True)
         estimate = batch_cost_estimate(batch=batch, reward=reward.validated_data.get("reward"))
         return Response(CostSerializer(estimate.to_json()).data)
 
     @extend_schema(
-        request={"application/json": EstimateSerializer}, responses={200: CostSerializer}
+        request={"application/json": EstimateSerializer},
+        responses={200: CostSerializer},
+        extensions=beyond_schema(
+            "the config's keys, ranges and agreement between values (mitl/config.py)."
+        ),
     )
     @action(detail=False, methods=["post"], filterset_class=None)
     def estimate(self, request: Request) -> Response:

@@ -2,8 +2,9 @@
 
 `detail` always says what went wrong in one sentence; `errors` is there only for invalid
 input (HTTP 400 from validation) and keys each message by its field, nested like the
-request body (`{"config": {"k": ["…"]}}`). A refused service call (`ServiceError`, e.g.
-starting a batch twice) is a 400 with its message as `detail`.
+request body (`{"config": {"k": ["…"]}}`). A refused service call (`ServiceError`) is a
+400 with its message as `detail`; one refused for the object's state (`StateConflict`, e.g.
+starting a batch twice) a 409, one refused for who asks (`NotPermitted`) a 403.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler
 
-from annotation.errors import ServiceError
+from annotation.errors import NotPermitted, ServiceError, StateConflict
 
 from .parsers import PayloadTooLarge
 
@@ -50,7 +51,11 @@ class ErrorSerializer(serializers.Serializer):
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Turn any API error into the one error format; leave real crashes to Django (500)."""
-    if isinstance(exc, ServiceError):
+    if isinstance(exc, StateConflict):
+        exc = Conflict(str(exc))
+    elif isinstance(exc, NotPermitted):
+        exc = exceptions.PermissionDenied(str(exc))
+    elif isinstance(exc, ServiceError):
         exc = Refused(str(exc))
     elif isinstance(exc, RequestDataTooBig):  # Django's own cap, on multipart form fields
         exc = PayloadTooLarge(

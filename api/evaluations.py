@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 
 from annotation.errors import ServiceError
 from annotation.models import Evaluation, EvaluationJob, Release
+from annotation.strict_input import StrictSerializer
 from mitl.evaluation_inputs import DIRECTIONS, EvaluationError
 from mitl.ranking_limits import RankingLimits, rankings_limited, size_refusal
 from pipeline.evaluate import MODEL_NAME_MAX, leaderboard_of
@@ -31,6 +32,7 @@ from pipeline.tasks import evaluation_job_submit
 
 from .errors import ErrorSerializer
 from .parsers import JSONParser
+from .schema import beyond_schema
 
 METRICS_HELP = (
     '{"i2t": {"recall@1": …, "r_precision": …, "map_at_r": …, "ndcg@10": …, "queries": …}, '
@@ -131,7 +133,7 @@ class RankingsField(serializers.Field):
         return value
 
 
-class RankingsSubmissionSerializer(serializers.Serializer):
+class RankingsSubmissionSerializer(StrictSerializer):
     """A model's rankings; context `limits` (RankingLimits) caps their depth and queries."""
 
     model_name = serializers.CharField(max_length=MODEL_NAME_MAX)
@@ -193,6 +195,7 @@ class ReleaseEvaluationsView(APIView):
                 "follow `url` (also the Location header) until `status` is done or failed.",
             ),
         },
+        extensions=beyond_schema("every query of the release is ranked, by the dataset's ids."),
     )
     def post(self, request: Request, release_id: int) -> Response:
         """Check a model's rankings against the limits and queue their scoring on the release."""

@@ -1,8 +1,11 @@
 """The filter backend of every list: django-filter, but a malformed filter value is a 400.
 
-django-filter ignores what its form field cannot read (`?is_invalid=maybe` filters nothing)
-and reads integer ids as decimals (`?ext_id=0.5`); the schema promises booleans and integers,
-so such values, and a filter given twice, are refused in the one error format.
+django-filter ignores what its form field cannot read (`?is_invalid=maybe` filters nothing),
+an empty choice (`?state=`) and a parameter that names no filter (`?stat=draft`), and reads
+integer ids as decimals (`?ext_id=0.5`); the schema promises booleans, integers and choices,
+so such values, an unknown parameter and a filter given twice are refused in the one error
+format. A list's query string is checked where it is paginated (`api.pagination`): its
+filters' names and the page parameters are all it takes.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from django_filters.utils import get_model_field
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
+
+from annotation.strict_input import unknown_keys_message
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _INTEGER_FIELDS = (models.IntegerField, models.AutoField, models.ForeignKey)
@@ -44,12 +49,30 @@ class StrictFilterBackend(DjangoFilterBackend):
         return filterset
 
 
+def filter_names(view: Any) -> list[str]:
+    """The query parameters a list's filters take (its filterset's or `filterset_fields`)."""
+    filterset_class = getattr(view, "filterset_class", None)
+    if filterset_class is not None:
+        return list(filterset_class.base_filters)
+    return list(getattr(view, "filterset_fields", None) or ())
+
+
+def query_params_known_only(request: Request, known: list[str]) -> None:
+    """Refuse query parameters the endpoint does not take, with a 400 naming each one."""
+    unknown = [name for name in request.query_params if name not in known]
+    if unknown:
+        message = unknown_keys_message(known, what="parameter")
+        raise serializers.ValidationError({name: [message] for name in unknown})
+
+
 def _problem(field: Any, values: list[str], filterset: Any) -> str | None:
     if not values:
         return None
     if len(values) > 1:
         return "give this parameter once"
     value = values[0]
+    if isinstance(field, django_filters.ChoiceFilter) and value == "":
+        return "an empty value is not a choice: leave the parameter out to list all"
     if isinstance(field, django_filters.BooleanFilter) and value not in ("true", "false"):
         return "must be true or false"
     if (

@@ -28,14 +28,16 @@ from annotation.imports.requests import (
     ImportRequestError,
 )
 from annotation.models import ImportJob, ImportKind
+from annotation.strict_input import StrictSerializer
 from annotation.tasks import import_job_submit
 from mitl.formats.captions import CAPTION_FORMATS
 from mitl.formats.positives import CXC_SCORE_RANGE
 
 from .fields import StrictChoiceField
+from .schema import beyond_schema
 
 
-class DatasetImportRequestSerializer(serializers.Serializer):
+class DatasetImportRequestSerializer(StrictSerializer):
     name = serializers.SlugField(max_length=100, help_text="Unique name of the new dataset.")
     format = StrictChoiceField(  # an empty `format` is refused, not taken as tsv
         choices=CAPTION_FORMATS,
@@ -65,7 +67,7 @@ class DatasetImportRequestSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-class PositivesImportRequestSerializer(serializers.Serializer):
+class PositivesImportRequestSerializer(StrictSerializer):
     dataset = serializers.SlugField(max_length=100, help_text="The dataset the pairs belong to.")
     label = serializers.SlugField(max_length=100, help_text="Name of the new positive set.")
     i2t = serializers.FileField(
@@ -146,15 +148,6 @@ def _invalid(errors: dict[str, Any]) -> Response:
     )
 
 
-def _unknown_field(data: Any, serializer: serializers.Serializer) -> Response | None:
-    """A 400 naming the first form field or file the form does not have, else None."""
-    known = list(serializer.fields)
-    for key in data:
-        if key not in known:
-            return _invalid({key: [f"unknown field (known: {', '.join(known)})"]})
-    return None
-
-
 def _create(
     request: Request,
     kind: str,
@@ -183,14 +176,15 @@ class DatasetImportView(APIView):
         summary="Import a dataset (captions, optional images and labels)",
         request={"multipart/form-data": DatasetImportRequestSerializer},
         responses={202: ImportJobSerializer, 400: ImportErrorSerializer},
+        extensions=beyond_schema(
+            "the files are read (file, line and field named), the name must be new, "
+            "split goes with karpathy only, and images with images_s3 is one too many."
+        ),
         tags=["imports"],
     )
     def post(self, request: Request) -> Response:
         """Check the files now and queue the import; 202 with the job to follow."""
         serializer = DatasetImportRequestSerializer(data=request.data)
-        unknown = _unknown_field(request.data, serializer)
-        if unknown is not None:
-            return unknown
         if not serializer.is_valid():
             return _invalid(serializer.errors)
         return _create(
@@ -207,14 +201,15 @@ class PositivesImportView(APIView):
         summary="Import a positive set (ECCV Caption files or a CxC SITS CSV)",
         request={"multipart/form-data": PositivesImportRequestSerializer},
         responses={202: ImportJobSerializer, 400: ImportErrorSerializer},
+        extensions=beyond_schema(
+            "the dataset must exist and the label be new there, i2t and t2i or cxc (not "
+            "both) are read, min_score goes with cxc only."
+        ),
         tags=["imports"],
     )
     def post(self, request: Request) -> Response:
         """Check the files now and queue the import; 202 with the job to follow."""
         serializer = PositivesImportRequestSerializer(data=request.data)
-        unknown = _unknown_field(request.data, serializer)
-        if unknown is not None:
-            return unknown
         if not serializer.is_valid():
             return _invalid(serializer.errors)
         data = dict(serializer.validated_data)

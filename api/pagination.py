@@ -2,7 +2,9 @@
 
 `page` and `page_size`, when given, must be whole numbers from 1 (anything else is a 400 in
 the one error format, `errors` naming the parameter); a `page_size` over `max_page_size` is
-lowered to it, and a page past the last one is a 404.
+lowered to it, and a page past the last one is a 404. Every list comes through here, so this
+is also where a list's query string is checked: a parameter that is neither a page
+parameter nor one of the list's filters is a 400 (`api.filters`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 
 from rest_framework import pagination, serializers
 from rest_framework.request import Request
+
+from .filters import filter_names, query_params_known_only
 
 
 class PageNumberPagination(pagination.PageNumberPagination):
@@ -23,6 +27,8 @@ class PageNumberPagination(pagination.PageNumberPagination):
 
     def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
         self._check_numbers(request)
+        paging = [self.page_query_param, self.page_size_query_param]
+        query_params_known_only(request, [*filter_names(view), *paging])
         return super().paginate_queryset(queryset, request, view)
 
     def _check_numbers(self, request: Request) -> None:

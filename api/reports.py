@@ -6,19 +6,21 @@ from typing import Any
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import serializers
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.errors import ServiceError
 from annotation.models import Batch, Dataset
+from annotation.strict_input import StrictQuerySerializer
 from mitl.dataset_stats import stats_as_json
 from pipeline.bias import bias_report_build
 from pipeline.dataset_stats import dataset_stats_compute
 
 from .errors import Conflict, ErrorSerializer
+from .fields import TextParameterField
 from .permissions import IsStaff
 
 NOT_READY = OpenApiResponse(ErrorSerializer, description="The report's data is not there yet.")
@@ -69,9 +71,13 @@ class BatchBiasView(APIView):
             raise Conflict(str(exc)) from None
 
 
-class StatsQuerySerializer(serializers.Serializer):
-    queries_from = serializers.CharField(
-        required=False, help_text="Count over the queries of this positive set (e.g. eccv)."
+class StatsQuerySerializer(StrictQuerySerializer):
+    """The statistics' query string (any other parameter is a 400)."""
+
+    queries_from = TextParameterField(
+        required=False,
+        help_text="Count over the queries of this positive set (e.g. eccv); every image and "
+        "valid caption by default. A set the dataset does not have is a 404.",
     )
 
 
@@ -80,14 +86,7 @@ class DatasetStatsView(APIView):
     permission_classes = [IsStaff]
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "queries_from",
-                str,
-                description="Count over the queries of this positive set; every image and "
-                "valid caption by default.",
-            )
-        ],
+        parameters=[StatsQuerySerializer],
         responses=_report(
             "Positives per set and their factor over the original; precision and recall "
             "against the human-verified sets (ECCV Caption Tables 2 and 3)."
@@ -103,8 +102,9 @@ class DatasetStatsView(APIView):
             queries_from is not None
             and not dataset.positive_sets.filter(name=queries_from).exists()
         ):
-            raise serializers.ValidationError(
-                {"queries_from": [f"dataset {dataset.name!r} has no positive set {queries_from!r}"]}
+            # Like a path's name: the set it names is not there (the schema cannot list them).
+            raise NotFound(
+                f"queries_from: dataset {dataset.name!r} has no positive set {queries_from!r}"
             )
         try:
             stats = dataset_stats_compute(dataset=dataset, queries_from=queries_from)

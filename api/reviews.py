@@ -13,9 +13,11 @@ from rest_framework.response import Response
 from annotation.models import Assignment
 from annotation.review import assignment_review
 from annotation.review_selectors import assignment_review_rows, review_queue
+from annotation.strict_input import StrictSerializer
 from pipeline.tasks import annotation_close_check_queue
 
 from .permissions import IsStaff
+from .schema import conflict
 
 # The queue as the review page reads it (flagged first, oldest first); pages slice it.
 REVIEW_QUEUE_MAX = 1000
@@ -82,13 +84,20 @@ class ReviewDetailSerializer(ReviewSerializer):
         return ReviewRowSerializer(assignment_review_rows(assignment=assignment), many=True).data
 
 
-class ReviewDecisionSerializer(serializers.Serializer):
+class ApprovalSerializer(StrictSerializer):
     feedback = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        default="",
-        help_text="What the worker reads; required to reject.",
+        required=False, allow_blank=True, default="", help_text="What the worker reads."
     )
+
+
+class RejectionSerializer(StrictSerializer):
+    feedback = serializers.CharField(help_text="Why the work is rejected: the worker reads it.")
+
+
+NOT_WAITING = conflict(
+    "The work is not waiting for review (decided already), or, to approve, MTurk has not "
+    "confirmed it yet."
+)
 
 
 @extend_schema(tags=["reviews"])
@@ -107,31 +116,32 @@ class ReviewViewSet(viewsets.ReadOnlyModelViewSet):
 
         MTurk work that MTurk has not confirmed yet is not listed: it cannot be approved.
         """
-        page = self.paginate_queryset(review_queue(limit=REVIEW_QUEUE_MAX))
+        page = self.paginate_queryset(review_queue(limit=REVIEW_QUEUE_MAX))  # checks the query
         return self.get_paginated_response(ReviewSerializer(page, many=True).data)
 
     def retrieve(self, request: Request, pk: str) -> Response:
         """One assignment's answers, each beside the golden truth where there is one."""
         return Response(ReviewDetailSerializer(self.get_object()).data)
 
-    @extend_schema(request=ReviewDecisionSerializer, responses=ReviewSerializer)
+    @extend_schema(request=ApprovalSerializer, responses={200: ReviewSerializer, 409: NOT_WAITING})
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
-        """Approve submitted work (400 when it is not waiting for review, is your own work,
-        or is MTurk work that MTurk has not confirmed yet: run the MTurk sync first)."""
-        return self._decide(request, approve=True)
+        """Approve submitted work (409 when it is not waiting for review, or is MTurk work
+        that MTurk has not confirmed yet: run the MTurk sync first; 403 for your own work)."""
+        return self._decide(request, ApprovalSerializer(data=request.data), approve=True)
 
-    @extend_schema(request=ReviewDecisionSerializer, responses=ReviewSerializer)
+    @extend_schema(request=RejectionSerializer, responses={200: ReviewSerializer, 409: NOT_WAITING})
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
         """Reject submitted work; `feedback` says why. Its slot on the HIT opens again.
 
-        400 when it is not waiting for review or is your own work."""
-        return self._decide(request, approve=False)
+        409 when it is not waiting for review, 403 for your own work."""
+        return self._decide(request, RejectionSerializer(data=request.data), approve=False)
 
-    def _decide(self, request: Request, *, approve: bool) -> Response:
+    def _decide(
+        self, request: Request, decision: serializers.Serializer, *, approve: bool
+    ) -> Response:
         assignment = self.get_object()
-        decision = ReviewDecisionSerializer(data=request.data)
         decision.is_valid(raise_exception=True)
         reviewed = assignment_review(
             assignment=assignment,

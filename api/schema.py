@@ -1,11 +1,17 @@
-"""OpenAPI generation: every operation documents the error responses it can give."""
+"""OpenAPI generation: every operation documents the error responses it can give, and every
+request body says what it refuses: unknown keys (`additionalProperties: false`, the strict
+serializers of `annotation.strict_input`) and empty lists where one item is the least."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
 from rest_framework.permissions import AllowAny
+
+from annotation.strict_input import UnknownKeysRefused
 
 from .errors import ErrorSerializer
 
@@ -19,6 +25,35 @@ _DESCRIPTIONS = {
     "413": "The request body is over this endpoint's size cap; `detail` says the limit.",
     "429": "Too many attempts: wait the seconds of the `Retry-After` header, then try again.",
 }
+
+
+# An operation extension: this write checks what no schema can state (names of stored
+# objects, file contents, rules between values), so input the schema allows may still get a
+# 400. The contract test (tests/api/test_schema_contract.py) allows that 400 here only.
+BEYOND_SCHEMA = "x-checks-beyond-schema"
+
+
+def beyond_schema(reason: str) -> dict[str, str]:
+    """`extend_schema(extensions=...)` of a write whose checks go beyond its schema: why."""
+    return {BEYOND_SCHEMA: reason}
+
+
+def conflict(description: str) -> OpenApiResponse:
+    """A documented 409: the object's state refuses the request (`annotation.errors`)."""
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+# What DRF's CharField refuses that a plain `type: string` allows: NUL characters always,
+# and text that is only spaces where blank text is refused (it trims first).
+NO_NUL = "^[^\\u0000]*$"
+NOT_BLANK = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+
+
+def _text_pattern(field: Any) -> str | None:
+    """The pattern that says what a request's text field refuses, if its schema has none."""
+    if not isinstance(field, serializers.CharField):  # slugs and e-mails keep their own
+        return None
+    return NOT_BLANK if field.trim_whitespace and not field.allow_blank else NO_NUL
 
 
 class ApiAutoSchema(AutoSchema):
@@ -45,7 +80,27 @@ class ApiAutoSchema(AutoSchema):
                     "content": {"application/json": {"schema": error}},
                 },
             )
+        if BEYOND_SCHEMA in operation and "400" in responses:
+            said = responses["400"].get("description") or _DESCRIPTIONS["400"]
+            responses["400"]["description"] = (
+                f"{said} Beyond this schema: {operation[BEYOND_SCHEMA]}"
+            )
         return operation
+
+    def _map_serializer(self, serializer: Any, direction: str, *args: Any) -> dict[str, Any]:
+        schema = super()._map_serializer(serializer, direction, *args)
+        if direction == "request" and isinstance(serializer, UnknownKeysRefused):
+            schema["additionalProperties"] = False  # the serializer refuses other keys
+        return schema
+
+    def _map_serializer_field(self, field: Any, direction: str, *args: Any) -> dict[str, Any]:
+        schema = super()._map_serializer_field(field, direction, *args)
+        if getattr(field, "allow_empty", True) is False and schema.get("type") == "array":
+            schema.setdefault("minItems", 1)  # `allow_empty=False`: an empty list is a 400
+        pattern = _text_pattern(field) if direction == "request" else None
+        if pattern and schema.get("type") == "string" and "pattern" not in schema:
+            schema["pattern"] = pattern
+        return schema
 
     def _error_codes(self, operation: dict[str, Any]) -> list[str]:
         codes = []

@@ -59,5 +59,6 @@ urlpatterns = [
     ),
     *router.urls,
     # Anything else under /api/ is a 404 in the API's error format, not an HTML page.
-    re_path(r"^.*/$", views.not_found, name="not-found"),
+    # [\s\S], not ".": a path with a new line in it too (config.error_pages covers the rest).
+    re_path(r"^[\s\S]*/$", views.not_found, name="not-found"),
 ]

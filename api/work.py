@@ -11,20 +11,30 @@ from typing import Any
 import django_filters
 from django.db.models import QuerySet
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.decorators import api_view
+from rest_framework.decorators import api_view, parser_classes
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation.answers import SubmissionSerializer, answer_inputs, submission_summary
+from annotation.answers import (
+    ANSWERED_OTHERWISE,
+    SubmissionSerializer,
+    answer_inputs,
+    submission_summary,
+)
 from annotation.errors import ServiceError
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, AssignmentStatus, Worker
 from annotation.rounds import round_waits_for_worker
 from annotation.selectors import assignment_page
+from annotation.strict_input import StrictQuerySerializer
 from annotation.submissions import assignment_submit_own
 from pipeline.tasks import annotation_close_check_queue, complete_rounds_close_queue
+
+from .fields import QueryFlagField
+from .parsers import JSONParser
+from .schema import beyond_schema
 
 NO_HIT_REASON_HEADER = "X-No-HIT-Reason"
 
@@ -70,6 +80,24 @@ class SubmitResultSerializer(serializers.Serializer):
         allow_null=True,
         help_text="With `take_next=true` only: why no HIT is free when `next_assignment` is "
         "null (as the next-HIT answer's X-No-HIT-Reason header), else null.",
+    )
+
+
+class SubmitConflictSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="Says that the stored answers stand.")
+    stored = SubmitResultSerializer(
+        required=False,
+        help_text="What the first submission stored; absent when the HIT no longer takes answers.",
+    )
+
+
+class SubmitQuerySerializer(StrictQuerySerializer):
+    """The submit endpoint's query string (any other parameter is a 400)."""
+
+    take_next = QueryFlagField(
+        default=False,
+        help_text="Also take the next HIT, as `POST /api/assignments/next/` would, and "
+        "return it as `next_assignment` (null when none is free): one request per HIT.",
     )
 
 
@@ -179,41 +207,49 @@ def assignment_detail(request: Request, assignment_id: int) -> Response:
 
 @extend_schema(
     tags=["work"],
-    request=SubmissionSerializer,
-    parameters=[
-        OpenApiParameter(
-            "take_next",
-            bool,
-            description="Also take the next HIT, as `POST /api/assignments/next/` would, and "
-            "return it as `next_assignment` (null when none is free): one request per HIT.",
-        )
-    ],
+    request={"application/json": SubmissionSerializer},  # answers are a list of objects
+    parameters=[SubmitQuerySerializer],
     responses={
         201: SubmitResultSerializer,
-        200: OpenApiResponse(SubmitResultSerializer, description="Already submitted: stored."),
+        200: OpenApiResponse(
+            SubmitResultSerializer,
+            description="Submitted before with the same answers (a retry): what was stored.",
+        ),
+        409: OpenApiResponse(
+            SubmitConflictSerializer,
+            description="Submitted before with other answers: those stand (`stored`); or the "
+            "HIT no longer takes answers (its time limit passed, its batch closed), without "
+            "`stored`.",
+        ),
     },
+    extensions=beyond_schema(
+        "every pair of the HIT answered once, by its item id, with the reasons the batch asks "
+        "for (`followups`)."
+    ),
 )
 @api_view(["POST"])
+@parser_classes([JSONParser])  # a form cannot carry the list of answers: 415, as the schema says
 def assignment_submit_view(request: Request, assignment_id: int) -> Response:
-    """Store the caller's answers for a whole HIT; a repeated submit returns the stored result."""
-    take_next = _query_flag(request, "take_next")
+    """Store the caller's answers for a whole HIT. A repeat with the same answers returns the
+    stored result (200); one with other answers is a 409 carrying it (`stored`)."""
+    query = SubmitQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
     serializer = SubmissionSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)  # a 400 naming the field (api/errors.py)
     worker = worker_for_user(user=request.user)
-    try:
-        result = assignment_submit_own(
-            assignment_id=assignment_id,
-            worker=worker,
-            answers=answer_inputs(serializer.validated_data),
-        )
-    except ServiceError as exc:
-        return Response({"detail": str(exc)}, status=400)
+    result = assignment_submit_own(  # a refusal is a 400, or 409 for the HIT's state
+        assignment_id=assignment_id,
+        worker=worker,
+        answers=answer_inputs(serializer.validated_data),
+    )
     if result is None:
         return _not_found(assignment_id)
     if result.created:  # this may have been the round's last work: it then closes
         annotation_close_check_queue(batch_id=result.assignment.hit.batch_id)
     body = {**submission_summary(result), "next": reverse("frontend:work")}
-    if take_next:
+    if result.differs:
+        return Response({"detail": ANSWERED_OTHERWISE, "stored": body}, status=409)
+    if query.validated_data["take_next"]:
         try:
             following = _next_or_none(worker)
         except ServiceError:  # blocked meanwhile: the work is stored, no more is given
@@ -221,14 +257,6 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
         body["next_assignment"] = None if following is None else _payload(following)
         body["next_reason"] = None if following is not None else no_hit_reason(worker)
     return Response(body, status=201 if result.created else 200)
-
-
-def _query_flag(request: Request, name: str) -> bool:
-    """Read a yes/no query parameter; anything else is a 400 that names it."""
-    value = request.query_params.get(name, "false").lower()
-    if value not in ("true", "1", "false", "0"):
-        raise serializers.ValidationError({name: f"must be true or false (got {value!r})"})
-    return value in ("true", "1")
 
 
 def _payload(assignment: Assignment) -> dict[str, Any]:

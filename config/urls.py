@@ -9,6 +9,9 @@ from frontend.views.accounts import LoginView
 
 # A database or cache outage answers 503 with Retry-After, other failures 500.
 handler500 = "config.outages.server_error_or_outage"
+# Under /api/, a 404 or 400 that no view answered is JSON too (the API's one error format).
+handler404 = "config.error_pages.page_not_found"
+handler400 = "config.error_pages.bad_request"
 
 urlpatterns = [
     # One login page, with limits on password attempts, for the admin too.

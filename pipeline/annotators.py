@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from annotation.errors import ServiceError
+from annotation.errors import ServiceError, StateConflict
 from annotation.models import MachineAnnotator
 from mitl.annotators import AnnotatorError, build_annotator
 
@@ -21,7 +21,7 @@ def annotator_create(
     existing = MachineAnnotator.objects.filter(name=name).first()
     if existing is not None:
         if (existing.kind, existing.config, existing.version) != (kind, dict(config), version):
-            raise ServiceError(
+            raise StateConflict(
                 f"annotator {name!r} already exists with another kind, config or version"
             )
         return existing

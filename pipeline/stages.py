@@ -28,7 +28,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Model
 
-from annotation.errors import ServiceError
+from annotation.errors import ServiceError, StateConflict
 from annotation.handout import assignments_close_batch
 from annotation.instructions import instructions_examples_propose, instructions_save
 from annotation.models import (
@@ -161,7 +161,7 @@ def batch_start(*, batch: Batch) -> StageNext:
         state=BatchState.RETRIEVING
     )
     if not updated:
-        raise ServiceError(f"batch {batch.pk} has already started (state {batch.state})")
+        raise StateConflict(f"batch {batch.pk} has already started (state {batch.state})")
     return StageNext(batch_id=batch.pk, moved=True, stage=BatchState.RETRIEVING)
 
 
@@ -176,7 +176,7 @@ def batch_cancel(*, batch: Batch) -> Batch:
     with transaction.atomic():
         locked = Batch.objects.select_for_update().get(pk=batch.pk)
         if locked.state in (BatchState.RELEASED, BatchState.CANCELLED):
-            raise ServiceError(f"batch {batch.pk} is {locked.state}; it cannot be cancelled")
+            raise StateConflict(f"batch {batch.pk} is {locked.state}; it cannot be cancelled")
         Batch.objects.filter(pk=batch.pk).update(state=BatchState.CANCELLED)
         # The HITs of a cancelled batch are never handed out again, so their slot counts
         # no longer matter; only the workers' open assignments must end.

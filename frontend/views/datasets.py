@@ -24,6 +24,7 @@ from annotation.tasks import import_job_submit
 from mitl.formats.captions import CAPTION_FORMATS
 
 from .access import staff_required
+from .known_fields import KnownFieldsForm
 
 FINISHED_IMPORTS = (ImportStatus.DONE, ImportStatus.FAILED)
 
@@ -51,7 +52,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     return render(request, "frontend/dataset.html", context)
 
 
-class DatasetUploadForm(forms.Form):
+class DatasetUploadForm(KnownFieldsForm):
     name = forms.SlugField(
         max_length=100, help_text="A short unique name: letters, digits, hyphens, e.g. coco5k."
     )

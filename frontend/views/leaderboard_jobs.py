@@ -26,8 +26,10 @@ from pipeline.evaluate import MODEL_NAME_MAX
 from pipeline.evaluation_jobs import FINISHED, evaluation_job_visible
 from pipeline.tasks import evaluation_job_submit
 
+from .known_fields import KnownFieldsForm
 
-class RankingsUploadForm(forms.Form):
+
+class RankingsUploadForm(KnownFieldsForm):
     model_name = forms.CharField(max_length=MODEL_NAME_MAX, label="Model name")
     rankings = forms.FileField(label="Rankings (JSON)")
 

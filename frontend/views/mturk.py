@@ -21,8 +21,13 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.answers import SubmissionSerializer, answer_inputs, submission_summary
-from annotation.errors import ServiceError
+from annotation.answers import (
+    ANSWERED_OTHERWISE,
+    SubmissionSerializer,
+    answer_inputs,
+    submission_summary,
+)
+from annotation.errors import ServiceError, StateConflict
 from annotation.models import (
     HIT,
     Assignment,
@@ -178,7 +183,8 @@ def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse
 @csrf_exempt
 @require_POST
 def mturk_submit(request: HttpRequest) -> JsonResponse:
-    """Store an MTurk worker's answers as submitted work (a repeat is harmless)."""
+    """Store an MTurk worker's answers as submitted work (a repeat is harmless: the same
+    answers get the stored result, other ones a 409 that carries it)."""
     assignment = mturk_assignment_find(
         assignment_id=request.GET.get("assignmentId", ""),
         worker_id=request.GET.get("workerId", ""),
@@ -201,13 +207,16 @@ def mturk_submit(request: HttpRequest) -> JsonResponse:
             answers=answer_inputs(serializer.validated_data),
             by_page=True,  # the page's pair numbers, as `_page_context` shows them
         )
-    except ServiceError as exc:
-        return JsonResponse({"detail": str(exc)}, status=400)
+    except ServiceError as exc:  # a HIT closed or given up meanwhile: its state, a 409
+        code = 409 if isinstance(exc, StateConflict) else 400
+        return JsonResponse({"detail": str(exc)}, status=code)
     # Nothing about the golden check (`golden_passed`, `flagged`): whoever makes up ids
     # could otherwise submit again and again to learn which pairs are the check pairs.
     # The result stays here, for the sync and for reviewers.
     summary = submission_summary(result)
     body = {name: summary[name] for name in MTURK_SUBMIT_FIELDS}
+    if result.differs:  # submitted before with other answers: those stand, MTurk may finish
+        return JsonResponse({"detail": ANSWERED_OTHERWISE, "stored": body}, status=409)
     return JsonResponse(body, status=201 if result.created else 200)
 
 

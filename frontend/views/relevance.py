@@ -28,6 +28,7 @@ from pipeline.relevance_calibration import (
 )
 
 from .access import staff_required
+from .known_fields import KnownFieldsForm
 
 RATINGS_TITLES = {
     "crowd": "The crowd's answers on this platform (0-3)",
@@ -40,7 +41,7 @@ NO_RATINGS = (
 )
 
 
-class CalibrationForm(forms.Form):
+class CalibrationForm(KnownFieldsForm):
     """The command's options: its ratings files, its proxies and its combination."""
 
     sits = forms.FileField(

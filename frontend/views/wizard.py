@@ -2,7 +2,8 @@
 
 The browser computes the estimate live (wizard.js) with the formulas of `mitl/costs.py`;
 the server computes it again at submit and refuses a configuration that
-`parse_batch_config` or `batch_create` rejects, with their messages on the form.
+`parse_batch_config` or `batch_create` rejects, with their messages on the form, and a
+posted field the wizard does not have (`known_fields`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from pipeline.launch import batch_create_with_queries, batch_launch
 from pipeline.plan import config_plan
 
 from .access import staff_required
+from .known_fields import KnownFieldsForm, form_field_names
 from .wizard_instructions import InstructionsExamplesForm
 
 logger = logging.getLogger(__name__)
@@ -77,7 +79,7 @@ class IdListField(forms.CharField):
         return list(dict.fromkeys(ids))
 
 
-class BatchWizardForm(forms.Form):
+class BatchWizardForm(KnownFieldsForm):
     name = forms.CharField(
         max_length=200, help_text="A name people recognise, e.g. coco5k round 1."
     )
@@ -304,8 +306,11 @@ def batch_new(request: HttpRequest) -> HttpResponse:
     status = 200
     eligible = platform_workers_eligible()
     if request.method == "POST":
-        form = BatchWizardForm(request.POST, eligible_workers=eligible)
         examples_form = InstructionsExamplesForm(request.POST)
+        # One POST carries both forms: the wizard's knows the examples' fields too.
+        form = BatchWizardForm(
+            request.POST, eligible_workers=eligible, also_known=form_field_names(examples_form)
+        )
         valid = form.is_valid() & examples_form.is_valid()  # both, so both show their errors
         batch = _create_from(form, examples_form, request.user) if valid else None
         if batch is not None:
@@ -394,7 +399,8 @@ def batch_plan_preview(request: HttpRequest) -> HttpResponse:
     the dataset (`pipeline.plan.config_plan`); a config the wizard would refuse says
     why instead.
     """
-    form = BatchWizardForm(request.GET)
+    # wizard.js sends the whole wizard, the examples' rows and the CSRF token included.
+    form = BatchWizardForm(request.GET, also_known=form_field_names(InstructionsExamplesForm()))
     problem = None
     plan = None
     if not form.is_valid():

@@ -78,13 +78,29 @@ def test_a_repeat_submission_returns_the_stored_result_and_stores_nothing(tiny, 
     first = submit(assignment, answers(hit, FAILS_TP), policy=policy)
     before = Assignment.objects.filter(pk=assignment.pk).values().get()
 
-    again = submit(assignment, answers(hit), policy=policy, now=T0 + 3 * MINUTE)
+    again = submit(assignment, answers(hit, FAILS_TP), policy=policy, now=T0 + 3 * MINUTE)
 
-    assert again.created is False
+    assert (again.created, again.differs) == (False, False)
     assert [j.pk for j in again.judgements] == [j.pk for j in first.judgements]
     assert again.golden_failures == first.golden_failures != ()
     assert Judgement.objects.count() == 3
     assert Assignment.objects.filter(pk=assignment.pk).values().get() == before
+
+
+def test_a_repeat_with_other_answers_says_so_and_keeps_the_stored_ones(tiny):
+    hit = hit_make(batch_make(tiny), 0)
+    assignment = take(worker_make("w0"))
+    first = submit(assignment, answers(hit, FAILS_TP))
+
+    retried = submit(assignment, answers(hit, FAILS_TP, elapsed_ms=4321), now=T0 + 2 * MINUTE)
+    changed = submit(assignment, answers(hit), now=T0 + 3 * MINUTE)
+
+    assert (retried.created, retried.differs) == (False, False)  # times are not answers
+    assert (changed.created, changed.differs) == (False, True)
+    assert [j.pk for j in changed.judgements] == [j.pk for j in first.judgements]
+    assert sorted(Judgement.objects.values_list("item_id", "level")) == sorted(
+        (j.item_id, j.level) for j in first.judgements
+    )
 
 
 # --- a batch that stops taking answers -----------------------------------------------------

@@ -26,7 +26,7 @@ def test_the_same_name_with_other_settings_is_refused(staff, annotators):
         {"name": "tfidf", "kind": "bow", "config": {"stop_words": False}},
         format="json",
     )
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json() == {
         "detail": "annotator 'tfidf' already exists with another kind, config or version"
     }

@@ -23,12 +23,11 @@ def test_any_account_gets_the_same_token_on_every_call(anon, who, request):
     assert first.json() == again.json() == {"token": Token.objects.get(user=user).key}
 
 
-def test_wrong_credentials_are_a_400_that_says_so(anon, annotator_user):
+def test_wrong_credentials_are_a_401_that_says_so(anon, annotator_user):
     response = anon.post("/api/auth/token/", {"username": "ann", "password": "nope"})
-    assert response.status_code == 400
-    body = response.json()
-    assert body["errors"] == {"non_field_errors": ["Unable to log in with provided credentials."]}
-    assert body["detail"] == "Unable to log in with provided credentials."
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
+    assert response.json() == {"detail": "Unable to log in with provided credentials."}
 
 
 def test_missing_credentials_name_the_fields(anon, db):

@@ -98,7 +98,7 @@ def test_start_runs_the_automatic_stages_and_a_second_start_is_refused(
     assert started.status_code == 200 and started.json()["state"] == "retrieving"
     assert after.json()["state"] == "annotating"  # eager Celery ran the automatic stages
     assert after.json()["counts"]["hits"] == batch.hits.count() > 0
-    assert again.status_code == 400
+    assert again.status_code == 409
     assert again.json()["detail"] == f"batch {batch.pk} has already started (state annotating)"
 
 
@@ -111,7 +111,7 @@ def test_cancel_stops_a_draft_batch_and_every_stage_is_a_no_op(staff, batch):
     assert batch_run_until(batch_id=batch.pk, until="released") == "cancelled"
     assert not retrieval_chunk_run(batch_id=batch.pk, annotator_id=1, query_ids=[1]).moved
     assert not Query.objects.filter(batch=batch).exists()  # retrieval never ran
-    assert staff.post(f"/api/batches/{batch.pk}/start/").status_code == 400
+    assert staff.post(f"/api/batches/{batch.pk}/start/").status_code == 409
 
 
 def test_a_queued_stage_task_does_nothing_on_a_cancelled_batch(staff, batch, eager_celery):
@@ -143,14 +143,14 @@ def test_cancel_withdraws_open_hits_but_keeps_submitted_work(
 
 def test_a_released_or_cancelled_batch_cannot_be_cancelled(staff, released):
     response = staff.post(f"/api/batches/{released.pk}/cancel/")
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json()["detail"] == f"batch {released.pk} is released; it cannot be cancelled"
 
 
 def test_cancelling_twice_is_refused(staff, batch):
     staff.post(f"/api/batches/{batch.pk}/cancel/")
     response = staff.post(f"/api/batches/{batch.pk}/cancel/")
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert "is cancelled" in response.json()["detail"]
 
 
@@ -233,11 +233,12 @@ def test_once_pooled_the_hits_are_counted_from_the_candidates(staff, batch):
     assert built["total"] == pooled["total"]
 
 
-def test_the_cost_needs_a_reward_of_at_least_a_cent(staff, batch):
-    response = staff.get(f"/api/batches/{batch.pk}/cost/?reward=0")
+@pytest.mark.parametrize("reward", ["0", "0.00", "", "0.001", "1e3", "-1"])
+def test_the_cost_needs_a_reward_of_at_least_a_cent(staff, batch, reward):
+    response = staff.get(f"/api/batches/{batch.pk}/cost/?reward={reward}")
     assert response.status_code == 400
     assert list(response.json()["errors"]) == ["reward"]
-    assert "greater than" in response.json()["errors"]["reward"][0]
+    assert "dollars and cents from 0.01" in response.json()["errors"]["reward"][0]
 
 
 def test_the_cost_without_a_reward_uses_the_batchs_own(staff, batch):

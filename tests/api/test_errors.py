@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from django.core.exceptions import SuspiciousOperation
+from django.http import Http404
 from rest_framework import serializers
 
 from api.errors import first_message
+from config.error_pages import bad_request, page_not_found
+from config.outages import SERVER_ERROR, server_error_or_outage
 
 pytestmark = pytest.mark.django_db
 
@@ -20,11 +26,11 @@ def test_a_validation_error_names_every_field_and_sums_up_the_first(staff, datas
     assert body["detail"] == "dataset: This field is required."
 
 
-def test_a_refused_service_call_is_a_400_with_its_message(staff, batch):
+def test_a_call_refused_for_the_objects_state_is_a_409_with_its_message(staff, batch):
     staff.post(f"/api/batches/{batch.pk}/start/")
     response = staff.post(f"/api/batches/{batch.pk}/start/")
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json() == {"detail": f"batch {batch.pk} has already started (state retrieving)"}
 
 
@@ -38,6 +44,38 @@ def test_an_unknown_api_path_is_a_json_404_not_an_html_page(ann):
     response = ann.get("/api/no-such-thing/")
     assert response.status_code == 404
     assert response.json() == {"detail": "no API endpoint at /api/no-such-thing/"}
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/datasets/a%0Ab/", "/api/datasets/%C3%A9%0A/stats/", "/api/%0A/"]
+)
+def test_a_path_with_a_new_line_is_a_json_404_too(ann, path):
+    response = ann.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["detail"].startswith("no API endpoint at /api/")
+
+
+def test_djangos_own_404_and_400_under_api_are_json_and_pages_elsewhere(rf):
+    api = page_not_found(rf.get("/api/x"), Http404("no"))
+    page = page_not_found(rf.get("/work/x"), Http404("no"))
+    refused = bad_request(rf.get("/api/x"), SuspiciousOperation("bad host"))
+
+    assert (api.status_code, json.loads(api.content)) == (
+        404,
+        {"detail": "no API endpoint at /api/x"},
+    )
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+    assert refused.status_code == 400 and "detail" in json.loads(refused.content)
+
+
+def test_a_crash_under_api_is_a_json_500(rf):
+    try:
+        raise ValueError("a bug")
+    except ValueError:
+        response = server_error_or_outage(rf.get("/api/batches/"))
+    assert response.status_code == 500
+    assert json.loads(response.content) == {"detail": SERVER_ERROR}
 
 
 def test_a_wrong_method_is_a_405(staff, db):

@@ -62,7 +62,7 @@ def assert_throttled(response) -> int:
 
 def test_the_default_rate_stops_the_sixth_attempt_on_one_username(annotator_user):
     for _ in range(5):
-        assert attempt("ann").status_code == 400
+        assert attempt("ann").status_code == 401
 
     # Even the right password: the attempt is refused before it is checked.
     assert_throttled(attempt("ann", PASSWORD))
@@ -74,7 +74,7 @@ def test_a_client_failing_on_purpose_locks_out_itself_not_the_owner(rates, annot
     rates(username="3/min")
     attacker = {"REMOTE_ADDR": "10.0.0.66"}
     for _ in range(3):
-        assert attempt("ann", **attacker).status_code == 400
+        assert attempt("ann", **attacker).status_code == 401
 
     assert_throttled(attempt("ann", PASSWORD, **attacker))
     assert_throttled(attempt(" ann ", PASSWORD, **attacker))  # the forms strip the username
@@ -84,7 +84,7 @@ def test_a_client_failing_on_purpose_locks_out_itself_not_the_owner(rates, annot
 def test_an_account_is_capped_over_every_address(rates, annotator_user, staff_user):
     rates(username="3/min", account="4/min")
     for n in range(4):  # guesses spread over addresses, each under its own limit
-        assert attempt("ann", REMOTE_ADDR=f"10.0.1.{n}").status_code == 400
+        assert attempt("ann", REMOTE_ADDR=f"10.0.1.{n}").status_code == 401
 
     assert_throttled(attempt("ann", PASSWORD, REMOTE_ADDR="10.0.1.9"))
     assert attempt("boss", PASSWORD, REMOTE_ADDR="10.0.1.9").status_code == 200  # not locked
@@ -95,7 +95,7 @@ def test_the_default_account_cap_needs_four_addresses_failing_at_once(annotator_
     # a client's own limit refused never count against the account's cap.
     def hammer(address: str) -> None:
         for _ in range(5):
-            assert attempt("ann", REMOTE_ADDR=address).status_code == 400
+            assert attempt("ann", REMOTE_ADDR=address).status_code == 401
         for _ in range(5):
             assert_throttled(attempt("ann", REMOTE_ADDR=address))
 
@@ -104,14 +104,14 @@ def test_the_default_account_cap_needs_four_addresses_failing_at_once(annotator_
     assert attempt("ann", PASSWORD, REMOTE_ADDR="10.0.2.99").status_code == 200  # 16 of 20
 
     for _ in range(4):
-        assert attempt("ann", REMOTE_ADDR="10.0.2.3").status_code == 400  # 20 of 20
+        assert attempt("ann", REMOTE_ADDR="10.0.2.3").status_code == 401  # 20 of 20
     assert_throttled(attempt("ann", PASSWORD, REMOTE_ADDR="10.0.2.98"))
 
 
 def test_an_address_is_limited_whatever_usernames_it_tries(rates, annotator_user):
     rates(ip="3/min")
     for name in ("a", "b", "c"):
-        assert attempt(name, REMOTE_ADDR="10.0.0.1").status_code == 400
+        assert attempt(name, REMOTE_ADDR="10.0.0.1").status_code == 401
 
     assert_throttled(attempt("ann", PASSWORD, REMOTE_ADDR="10.0.0.1"))
     assert attempt("ann", PASSWORD, REMOTE_ADDR="10.0.0.2").status_code == 200
@@ -121,7 +121,7 @@ def test_a_forged_forwarded_for_header_does_not_reset_the_address_count(rates, a
     rates(ip="3/min")
     for n in range(3):
         forged = {"REMOTE_ADDR": "10.0.0.1", "HTTP_X_FORWARDED_FOR": f"192.0.2.{n}"}
-        assert attempt("x", **forged).status_code == 400
+        assert attempt("x", **forged).status_code == 401
 
     forged = {"REMOTE_ADDR": "10.0.0.1", "HTTP_X_FORWARDED_FOR": "198.51.100.7"}
     assert_throttled(attempt("ann", PASSWORD, **forged))
@@ -132,7 +132,7 @@ def test_behind_a_proxy_the_forwarded_address_is_the_client(rates, settings, ann
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
     proxy = {"REMOTE_ADDR": "10.9.9.9"}
     for _ in range(2):
-        assert attempt("x", HTTP_X_FORWARDED_FOR="192.0.2.1", **proxy).status_code == 400
+        assert attempt("x", HTTP_X_FORWARDED_FOR="192.0.2.1", **proxy).status_code == 401
 
     assert_throttled(attempt("ann", PASSWORD, HTTP_X_FORWARDED_FOR="192.0.2.1", **proxy))
     response = attempt("ann", PASSWORD, HTTP_X_FORWARDED_FOR="192.0.2.2", **proxy)
@@ -143,15 +143,15 @@ def test_json_and_form_attempts_count_alike(rates, annotator_user):
     rates(username="2/min")
     client = APIClient()
     wrong, right = {"username": "ann", "password": "x"}, {"username": "ann", "password": PASSWORD}
-    assert client.post(TOKEN_URL, wrong).status_code == 400  # multipart
-    assert client.post(TOKEN_URL, wrong, format="json").status_code == 400
+    assert client.post(TOKEN_URL, wrong).status_code == 401  # multipart
+    assert client.post(TOKEN_URL, wrong, format="json").status_code == 401
     assert_throttled(client.post(TOKEN_URL, right, format="json"))
 
 
 def test_a_rate_set_to_off_lets_every_attempt_through(rates, annotator_user):
     rates(ip=None, username=None)
     for _ in range(12):
-        assert attempt("ann").status_code == 400
+        assert attempt("ann").status_code == 401
     assert attempt("ann", PASSWORD).status_code == 200
 
 
@@ -196,8 +196,8 @@ def test_with_a_redis_cache_every_process_shares_the_counts(rates, settings, ann
     rates(username="2/min")
     other_process = RedisCache(url, {"KEY_PREFIX": prefix})
     try:
-        assert attempt("ann").status_code == 400
-        assert attempt("ann").status_code == 400
+        assert attempt("ann").status_code == 401
+        assert attempt("ann").status_code == 401
         assert_throttled(attempt("ann", PASSWORD))
         keys = [key for key in other_process._cache.get_client().scan_iter(f"{prefix}:*")]
         assert any(b"login-username" in key for key in keys)

@@ -41,9 +41,7 @@ def test_dataset_statistics_cover_every_positive_set(staff, released):
     assert body["image_queries"] == 40
 
 
-def test_dataset_statistics_over_an_unknown_set_name_the_parameter(staff, dataset):
+def test_dataset_statistics_over_an_unknown_set_are_a_404_naming_the_parameter(staff, dataset):
     response = staff.get("/api/datasets/small/stats/?queries_from=eccv")
-    assert response.status_code == 400
-    assert response.json()["errors"] == {
-        "queries_from": ["dataset 'small' has no positive set 'eccv'"]
-    }
+    assert response.status_code == 404
+    assert response.json() == {"detail": "queries_from: dataset 'small' has no positive set 'eccv'"}

@@ -46,13 +46,13 @@ def test_staff_approve_flagged_work_and_the_queue_empties(staff, staff_user, fla
 
 def test_a_rejection_needs_feedback_and_the_worker_reads_it(staff, ann, flagged_assignment):
     url = f"/api/reviews/{flagged_assignment.pk}/reject/"
-    refused = staff.post(url, {"feedback": "  "}, format="json")
+    blank = staff.post(url, {"feedback": "  "}, format="json")
+    missing = staff.post(url, {}, format="json")
     rejected = staff.post(url, {"feedback": "pair 3 is clearly not a match"}, format="json")
 
-    assert refused.status_code == 400
-    assert refused.json() == {
-        "detail": "say why the work is rejected: the worker sees this feedback"
-    }
+    assert (blank.status_code, missing.status_code) == (400, 400)
+    assert blank.json()["errors"] == {"feedback": ["This field may not be blank."]}
+    assert missing.json()["errors"] == {"feedback": ["This field is required."]}
     assert rejected.status_code == 200 and rejected.json()["status"] == "rejected"
     mine = ann.get("/api/assignments/").json()["results"][0]
     assert (mine["status"], mine["feedback"]) == ("rejected", "pair 3 is clearly not a match")
@@ -61,7 +61,7 @@ def test_a_rejection_needs_feedback_and_the_worker_reads_it(staff, ann, flagged_
 def test_work_that_is_not_waiting_cannot_be_reviewed_again(staff, flagged_assignment):
     staff.post(f"/api/reviews/{flagged_assignment.pk}/approve/")
     again = staff.post(f"/api/reviews/{flagged_assignment.pk}/approve/")
-    assert again.status_code == 400
+    assert again.status_code == 409  # the work's state, as the schema says
     assert again.json()["detail"] == "only submitted work can be reviewed (this one is approved)"
 
 
@@ -76,7 +76,7 @@ def test_staff_cannot_review_their_own_work(staff, staff_user, annotating_batch,
         f"/api/reviews/{own.pk}/{decision}/", {"feedback": "looks right"}, format="json"
     )
 
-    assert response.status_code == 400
+    assert response.status_code == 403
     assert response.json() == {
         "detail": "you cannot review your own work: another staff member must decide it"
     }
@@ -102,7 +102,7 @@ def test_mturk_work_that_mturk_has_not_confirmed_is_neither_queued_nor_approved(
     assert staff.get("/api/reviews/").json()["count"] == 0
     assert staff.get(f"/api/reviews/{forged.pk}/").json()["awaits_mturk"] is True
     refused = staff.post(f"/api/reviews/{forged.pk}/approve/")
-    assert refused.status_code == 400
+    assert refused.status_code == 409  # its state: MTurk has not confirmed it yet
     detail = refused.json()["detail"]
     assert detail.startswith("MTurk has not confirmed assignment 3AMADEUP yet")
     assert f"Run `mturk_sync {annotating_batch.pk}` first" in detail

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
+from annotation.answers import ANSWERED_OTHERWISE
 from annotation.handout import hit_assign_next, worker_for_user
 from annotation.models import Assignment, HITItem
 from mitl.hits import page_order
@@ -74,6 +76,49 @@ def test_a_submission_is_stored_once(ann, own_assignment):
     assert (first.status_code, first.json()["created"]) == (201, True)
     assert (again.status_code, again.json()["created"]) == (200, False)
     assert first.json()["status"] == "approved" and first.json()["golden_passed"] is True
+
+
+def test_a_retry_with_the_same_answers_is_the_stored_result_whatever_its_times(ann, own_assignment):
+    url = f"/api/assignments/{own_assignment.pk}/submit/"
+    first = ann.post(url, answers_for(own_assignment), format="json")
+    retry = answers_for(own_assignment)
+    for answer in retry["answers"]:
+        answer["elapsed_ms"] += 250  # measured again by the client
+    again = ann.post(url, retry, format="json")
+
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == {**first.json(), "created": False}
+
+
+def test_a_repeat_with_other_answers_is_a_409_carrying_the_stored_result(ann, own_assignment):
+    url = f"/api/assignments/{own_assignment.pk}/submit/?take_next=true"
+    first = ann.post(url, answers_for(own_assignment), format="json").json()
+    stored = sorted(own_assignment.judgements.values_list("item_id", "level"))
+
+    again = ann.post(url, answers_for(own_assignment, golden_right=False), format="json")
+
+    assert again.status_code == 409
+    assert again.json() == {
+        "detail": ANSWERED_OTHERWISE,
+        "stored": {
+            key: value
+            for key, value in {**first, "created": False}.items()
+            if key not in ("next_assignment", "next_reason")
+        },
+    }
+    assert sorted(own_assignment.judgements.values_list("item_id", "level")) == stored
+
+
+def test_an_expired_hit_is_a_409_without_a_stored_result(ann, own_assignment):
+    Assignment.objects.filter(pk=own_assignment.pk).update(deadline=timezone.now())
+    url = f"/api/assignments/{own_assignment.pk}/submit/"
+
+    response = ann.post(url, answers_for(own_assignment), format="json")
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": "this assignment expired: its time limit has passed; ask for a new HIT"
+    }
 
 
 def test_take_next_stores_the_work_and_hands_out_the_next_hit(ann, own_assignment):

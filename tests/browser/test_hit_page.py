@@ -260,6 +260,31 @@ def test_a_submit_sent_twice_is_stored_once(new_page, users, annotating_batch):
     assert Assignment.objects.get(pk=assignment.pk).status == "approved"
 
 
+def test_a_resubmit_with_other_answers_says_the_first_ones_stand(new_page, users, annotating_batch):
+    page = new_page()
+    log_in_with_keyboard(page, "ann")
+    assignment = open_next_hit_with_keyboard(page)
+
+    def other_tab_first(route):
+        first = json.loads(route.request.post_data)  # another tab sent other answers first
+        for answer in first["answers"]:
+            answer.update(level="yes", shortcomings=[], wrong_concepts=[], other_text="")
+        assert route.fetch(post_data=json.dumps(first)).status == 201
+        route.fulfill(response=route.fetch())
+
+    page.route("**/api/assignments/*/submit/", other_tab_first)
+    answer_with_keyboard(page, plan_for(assignment))
+
+    page.locator("#status").get_by_text("Not stored").wait_for()
+    assert page.locator("#status").inner_text() == (
+        "Not stored: this HIT was submitted before with other answers: those stand, these "
+        "were not stored."
+    )
+    page.locator("#next-hit:focus").wait_for()  # the work is done: on to the next HIT
+    stored = Judgement.objects.filter(assignment=assignment).values_list("level", flat=True)
+    assert set(stored) == {"yes"}
+
+
 def test_an_admin_approves_flagged_work_in_the_review_queue(
     new_page, users, annotating_batch, screenshots_dir
 ):

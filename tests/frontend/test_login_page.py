@@ -72,7 +72,7 @@ def test_showing_the_form_is_not_an_attempt(client, annotator):
 def test_the_api_and_the_page_share_the_counts(client, annotator):
     for _ in range(2):
         response = Client().post("/api/auth/token/", {"username": "ann", "password": "wrong"})
-        assert response.status_code == 400
+        assert response.status_code == 401
     assert log_in(client, PASSWORD).status_code == 429
 
 

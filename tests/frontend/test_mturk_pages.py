@@ -17,6 +17,7 @@ from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
+from annotation.answers import ANSWERED_OTHERWISE
 from annotation.models import HIT, Assignment, Batch, Judgement, Worker
 from annotation.mturk.links import hit_page_path, image_path
 from annotation.mturk.protocol import PREVIEW_ASSIGNMENT_ID
@@ -232,6 +233,26 @@ def test_made_up_ids_on_the_public_page_never_get_work_approved(published):
 def submit_url(hit: HIT, worker: str, assignment: str) -> str:
     query = urlencode({"assignmentId": assignment, "workerId": worker, "hitId": hit.external_id})
     return f"{reverse('frontend:mturk-submit')}?{query}"
+
+
+def test_a_resubmit_with_other_answers_is_a_409_that_keeps_the_stored_ones(published):
+    hit = first_hit(published)
+    worker = Client(enforce_csrf_checks=True)
+    assert worker.get(accepted(hit)).status_code == 200
+    url = submit_url(hit, "A1WORKER", "3ASG1")
+    first = worker.post(url, json.dumps(answers_for(hit)), content_type="application/json")
+    stored = sorted(Judgement.objects.values_list("item_id", "level"))
+
+    again = worker.post(
+        url, json.dumps(answers_for(hit, wrong_golden=True)), content_type="application/json"
+    )
+
+    assert again.status_code == 409
+    assert again.json() == {
+        "detail": ANSWERED_OTHERWISE,
+        "stored": {**first.json(), "created": False},  # still nothing about the check
+    }
+    assert sorted(Judgement.objects.values_list("item_id", "level")) == stored
 
 
 def test_forged_ids_do_not_fill_the_hit_nor_pile_up_workers(published):

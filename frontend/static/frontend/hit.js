@@ -155,8 +155,8 @@ function payload() {
 }
 
 async function postWithRetry(body, tries = 3) {
-  // The server stores a HIT once and answers a repeat with the stored result, so a retry
-  // after a lost response is safe.
+  // The server stores a HIT once and answers a repeat of the same answers with the stored
+  // result, so a retry after a lost response is safe.
   let lastError;
   for (let attempt = 0; attempt < tries; attempt += 1) {
     try {
@@ -191,6 +191,14 @@ async function submit() {
   try {
     const response = await postWithRetry(payload());
     const body = await response.json();
+    if (response.status === 409 && body.stored) {
+      // Submitted before with other answers (another tab, an edited retry): those stand.
+      submitted = true;
+      statusLine.textContent = `Not stored: ${body.detail}.`;
+      root.dispatchEvent(new CustomEvent("hit:submitted", { detail: body.stored, bubbles: true }));
+      offerNextHit();
+      return;
+    }
     if (!response.ok) {
       statusLine.textContent = `Not submitted: ${body.detail ?? response.statusText}`;
       return;
