@@ -175,7 +175,7 @@ class EvaluationAdmin(ReadOnlyAdmin):
 
 
 @admin.register(models.EvaluationJob)
-class EvaluationJobAdmin(admin.ModelAdmin):
+class EvaluationJobAdmin(ReadOnlyAdmin):
     """Leaderboard uploads being scored; the rankings themselves are left out of the page."""
 
     list_display = ("pk", "model_name", "release", "status", "done", "total", "created_at")

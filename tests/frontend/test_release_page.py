@@ -160,7 +160,9 @@ def test_release_lists_link_to_the_release_page(reader, release):
     assert f'href="{page_url(release)}"' in html
 
 
-def test_a_pipeline_release_shows_its_datasheet_and_files(batch, client, django_user_model):
+def test_a_pipeline_release_shows_its_datasheet_and_files(
+    batch, client, django_user_model, django_capture_on_commit_callbacks
+):
     batch = run_to_release(batch)
     release = Release.objects.get(batches=batch)
     client.force_login(django_user_model.objects.create_user("staffer", is_staff=True))
@@ -180,12 +182,13 @@ def test_a_pipeline_release_shows_its_datasheet_and_files(batch, client, django_
     )
     assert csv_body.decode().count("\n") == 1 + expected
     example = client.get(reverse("frontend:leaderboard-example", args=[release.pk])).content
-    response = client.post(
-        reverse("frontend:leaderboard", args=[release.pk]),
-        {
-            "model_name": "example",
-            "rankings": SimpleUploadedFile("example.json", example, "application/json"),
-        },
-    )
+    with django_capture_on_commit_callbacks(execute=True):  # the scoring task runs here
+        response = client.post(
+            reverse("frontend:leaderboard", args=[release.pk]),
+            {
+                "model_name": "example",
+                "rankings": SimpleUploadedFile("example.json", example, "application/json"),
+            },
+        )
     assert response.status_code == 302  # evaluated: the example is a valid rankings file
     assert release.evaluations.filter(model_name="example").exists()

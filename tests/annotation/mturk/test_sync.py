@@ -21,7 +21,8 @@ from annotation.review import assignment_review
 from annotation.review_selectors import review_awaiting_mturk, review_queue
 from mitl.config import parse_batch_config
 from mitl.quality import AUTOMATIC_REJECTION_PREFIX
-from pipeline.aggregate import _golden_answers, verdicts_aggregate
+from pipeline.aggregate import verdicts_aggregate
+from pipeline.truth import golden_answers
 from pipeline.progress import StageTracker
 
 from .helpers import (
@@ -244,7 +245,7 @@ def test_unconfirmed_mturk_work_never_reaches_the_verdicts(annotating_batch, cli
     tasks = h0.items.filter(role=ItemRole.TASK).values_list("candidate_id", flat=True)
     counted = Verdict.objects.filter(candidate_id__in=tasks).values_list("n_judgements", flat=True)
     assert set(counted) == {1}  # the genuine answer only
-    golden_workers = {answer.worker for answer in _golden_answers(annotating_batch, {})}
+    golden_workers = {answer.worker for answer in golden_answers([annotating_batch.pk], {})}
     assert golden_workers == {str(genuine.worker_id)}  # Dawid-Skene's known labels too
 
 
