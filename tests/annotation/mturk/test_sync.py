@@ -22,8 +22,8 @@ from annotation.review_selectors import review_awaiting_mturk, review_queue
 from mitl.config import parse_batch_config
 from mitl.quality import AUTOMATIC_REJECTION_PREFIX
 from pipeline.aggregate import verdicts_aggregate
-from pipeline.truth import golden_answers
 from pipeline.progress import StageTracker
+from pipeline.truth import golden_answers
 
 from .helpers import (
     accept_and_submit,
