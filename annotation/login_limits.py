@@ -98,7 +98,7 @@ class LoginUsernameThrottle(_LoginThrottle):
             return None  # nothing to guess against; the address limit still counts it
         return self.cache_format % {
             "scope": self.scope,
-            "ident": _digest(username, self.get_ident(request)),
+            "ident": _digest(username, self.get_ident(request) or ""),  # no address: one bucket
         }
 
 
