@@ -17,7 +17,6 @@ task delivered twice does nothing.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +27,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.errors import ServiceError
+from annotation.job_progress import ProgressWriter
 from annotation.models import EvaluationJob, EvaluationJobStatus, Release
 from mitl.evaluation_inputs import DIRECTIONS, RankingsByDirection, rankings_parse
 from mitl.ranking_limits import RankingLimits
@@ -35,7 +35,6 @@ from pipeline.evaluate import evaluation_name_check, evaluation_submit
 
 logger = logging.getLogger(__name__)
 
-PROGRESS_INTERVAL_S = 0.25  # progress is written at most four times a second
 FINISHED = (EvaluationJobStatus.DONE, EvaluationJobStatus.FAILED)
 
 
@@ -104,7 +103,7 @@ def evaluation_job_run(*, job_id: int) -> EvaluationJob:
             model_name=job.model_name,
             rankings=rankings_parse(job.rankings),
             submitted_by=job.submitted_by,
-            progress=ProgressWriter(job_id),
+            progress=ProgressWriter(EvaluationJob, job_id),
         )
     except Exception as exc:
         if isinstance(exc, ServiceError):
@@ -131,29 +130,6 @@ def evaluation_job_run(*, job_id: int) -> EvaluationJob:
         )
     job.refresh_from_db()
     return job
-
-
-class ProgressWriter:
-    """Write a job's done/total, at most once per `interval` seconds and always at the end."""
-
-    def __init__(
-        self,
-        job_id: int,
-        *,
-        interval: float = PROGRESS_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.job_id = job_id
-        self.interval = interval
-        self.clock = clock
-        self._last: float | None = None
-
-    def __call__(self, done: int, total: int) -> None:
-        now = self.clock()
-        if done < total and self._last is not None and now - self._last < self.interval:
-            return
-        self._last = now
-        EvaluationJob.objects.filter(pk=self.job_id).update(done=done, total=total)
 
 
 def evaluation_job_visible(job: EvaluationJob | None, user: Any) -> bool:

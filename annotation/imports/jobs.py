@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -34,6 +33,7 @@ from mitl.formats.common import ImportFileError
 from mitl.formats.positives import parse_cxc_sits, parse_eccv_positives
 
 from ..errors import ServiceError
+from ..job_progress import ProgressWriter
 from ..models import Dataset, ImportJob, ImportKind, ImportStatus, PositiveSet
 from ..task_leases import LeaseSpec
 from .datasets import dataset_import, dataset_import_check
@@ -43,8 +43,6 @@ from .requests import ImportRequestError, Upload, dataset_params, positives_para
 from .staging import import_staging_dir, import_staging_new, public_message, upload_stage
 
 logger = logging.getLogger(__name__)
-
-PROGRESS_INTERVAL_S = 0.25  # progress is written at most four times a second
 
 
 def import_job_create(
@@ -113,7 +111,7 @@ def import_job_run(*, job_id: int) -> ImportJob:
         return job
     folder = import_staging_dir(job_id)
     try:
-        dataset = _run(job, folder, ProgressWriter(job_id))
+        dataset = _run(job, folder, ProgressWriter(ImportJob, job_id))
     except Exception as exc:
         if isinstance(exc, ImportFileError | ServiceError):
             message = public_message(str(exc), folder, job.params.get("files", {}))
@@ -137,31 +135,6 @@ def import_job_run(*, job_id: int) -> ImportJob:
         shutil.rmtree(folder, ignore_errors=True)
     job.refresh_from_db()
     return job
-
-
-class ProgressWriter:
-    """Write a job's done/total, at most once per `interval` seconds and always at the end."""
-
-    def __init__(
-        self,
-        job_id: int,
-        *,
-        interval: float = PROGRESS_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.job_id = job_id
-        self.interval = interval
-        self.clock = clock
-        self._last: float | None = None
-        self.writes = 0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = self.clock()
-        if done < total and self._last is not None and now - self._last < self.interval:
-            return
-        self._last = now
-        self.writes += 1
-        ImportJob.objects.filter(pk=self.job_id).update(done=done, total=total)
 
 
 # --- checking the staged files ----------------------------------------------------------

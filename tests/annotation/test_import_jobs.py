@@ -15,9 +15,10 @@ from PIL import Image as PILImage
 
 from annotation.errors import ServiceError
 from annotation.imports.datasets import dataset_import_tsv
-from annotation.imports.jobs import ProgressWriter, import_job_create, import_job_run
+from annotation.imports.jobs import import_job_create, import_job_run
 from annotation.imports.requests import ImportRequestError
 from annotation.imports.staging import import_staging_dir
+from annotation.job_progress import ProgressWriter
 from annotation.models import Caption, Dataset, Image, ImportJob, PositiveSet
 from annotation.tasks import import_job_submit, run_import
 
@@ -346,7 +347,7 @@ def test_bad_positives_request_is_refused(tiny, params, uploads, field, message)
 def test_progress_is_written_at_most_every_interval_and_always_at_the_end(tiny):
     job = ImportJob.objects.create(kind="dataset", params={})
     now = [0.0]
-    progress = ProgressWriter(job.pk, interval=0.25, clock=lambda: now[0])
+    progress = ProgressWriter(ImportJob, job.pk, interval=0.25, clock=lambda: now[0])
     seen = []
     for done in range(1, 101):  # 100 images, 10 ms apart: one second in all
         now[0] = done * 0.01
