@@ -150,7 +150,8 @@ def release_sources_read(
     computed here (`progress`).
     """
     image_queries, caption_queries = scope.image_queries, scope.caption_queries
-    extended = _pairs(batch, set_names) | human_positives(scope)
+    human = human_positives(scope)
+    extended = _pairs(batch, set_names) | human
     shipped = _on_queries(extended, image_queries, caption_queries)
     curation = curation_summary(
         config=config, report=batch.reports.get(CURATION_REPORT, {}), rounds=batch.round + 1
@@ -170,7 +171,7 @@ def release_sources_read(
         dataset=batch.dataset.name,
         rule=config.aggregation,
         rules=_batch_rules(scope.batch_ids),
-        source_sets=_with_human_source(_source_sets(batch, set_names), scope, config),
+        source_sets=_with_human_source(_source_sets(batch, set_names), scope, config, len(human)),
         image_queries=image_queries,
         caption_queries=caption_queries,
         original_pairs=_pairs(batch, [ORIGINAL_SET]),
@@ -197,7 +198,7 @@ def _on_queries(
 
 
 def _with_human_source(
-    sets: Sequence[SourceSet], scope: ReleaseScope, config: BatchConfig
+    sets: Sequence[SourceSet], scope: ReleaseScope, config: BatchConfig, human_pairs: int
 ) -> list[SourceSet]:
     """The source sets with the crowd's cumulative positives after the original set."""
     batches = ", ".join(str(pk) for pk in scope.batch_ids)
@@ -206,7 +207,7 @@ def _with_human_source(
         PositiveSource.HUMAN.value,
         f"Pairs judged positive in batch(es) {batches}: one verdict per pair from all their "
         f"approved judgements ({config.aggregation} rule).",
-        len(human_positives(scope)),
+        human_pairs,
     )
     return [sets[0], human, *sets[1:]]
 
