@@ -279,6 +279,8 @@ IMPORT_STAGING_MAX_AGE_HOURS = _env_int("IMPORT_STAGING_MAX_AGE_HOURS", 24, mini
 MTURK_EXTERNAL_BASE_URL = os.environ.get("MTURK_EXTERNAL_BASE_URL", "")
 # Extra `turkSubmitTo` origins (a local stand-in for MTurk), honoured only with DEBUG on.
 MTURK_ALLOWED_SUBMIT_HOSTS = _env_list("MTURK_ALLOWED_SUBMIT_HOSTS", "") if DEBUG else []
+# An MTurk API address replacing the sandbox's and production's: the soak's stand-in only.
+MTURK_ENDPOINT_URL = os.environ.get("MTURK_ENDPOINT_URL", "")
 
 LOGIN_URL = "login"
 # Django's model backend, loading the account's worker with the account (one query less
@@ -342,6 +344,9 @@ REST_FRAMEWORK = {
         "login-ip": _env_rate("LOGIN_RATE_PER_IP", "10/min"),
         "login-username": _env_rate("LOGIN_RATE_PER_USERNAME", "5/min"),
         "login-account": _env_rate("LOGIN_RATE_PER_ACCOUNT", "20/min"),
+        # New MTurk assignments opened on the public HIT page per client address
+        # (annotation/mturk/page_limits.py): a worker opens one per HIT it accepts.
+        "mturk-new-assignment": _env_rate("MTURK_NEW_ASSIGNMENT_RATE_PER_IP", "60/hour"),
     },
     # The client address is REMOTE_ADDR, unless the server sits behind this many proxies
     # that append to X-Forwarded-For (a client can write that header itself).

@@ -177,6 +177,15 @@ class AssignmentStatus(models.TextChoices):
     EXPIRED = "expired"
 
 
+class MTurkCheck(models.TextChoices):
+    """What MTurk said when the platform asked it about an unconfirmed AssignmentId
+    (`annotation.mturk.verify`): nothing yet, or the answer that sets the work apart."""
+
+    UNCHECKED = "", "not asked"
+    UNKNOWN = "unknown", "MTurk did not know it"
+    DENIED = "denied", "MTurk has it for another HIT or worker"
+
+
 class Assignment(models.Model):
     """One worker's work on one HIT."""
 
@@ -215,6 +224,15 @@ class Assignment(models.Model):
         help_text="MTurk work only: when MTurk confirmed it (the sync found it listed with the "
         "same AssignmentId, WorkerId and HITId, or a results CSV had it). Until then it may be "
         "made up, and it is never approved.",
+    )
+    mturk_check = models.CharField(
+        max_length=8,
+        choices=MTurkCheck.choices,
+        default=MTurkCheck.UNCHECKED,
+        blank=True,
+        help_text="Unconfirmed MTurk work only: what MTurk answered when asked about its "
+        "AssignmentId. Work MTurk did not know is kept, apart; the sync still confirms it "
+        "if MTurk lists it later.",
     )
     instructions = models.ForeignKey(
         "annotation.Instructions",

@@ -33,22 +33,31 @@ RETRY_CODES = frozenset(
 RETRY_TRIES = 4
 RETRY_BASE_SECONDS = 0.5  # 0.5, 1, 2 s between tries
 PAGE_SIZE = 100  # MTurk's largest page
+# (connect, read) seconds: commands and tasks can wait; a page request cannot.
+PATIENT_TIMEOUTS_S = (10, 30)
+QUICK_TIMEOUTS_S = (2, 3)
 
 
-def mturk_client(*, production: bool) -> Any:
+def mturk_client(*, production: bool, quick: bool = False) -> Any:
     """Return a boto3 MTurk client for the sandbox (default) or production.
 
     Credentials come from boto3's default chain only; retries are `mturk_call`'s job, so every
-    call is retried the same way whatever the client.
+    call is retried the same way whatever the client. `quick`: the timeouts a page request
+    can wait for. `MTURK_ENDPOINT_URL` (the soak's stand-in) replaces both endpoints.
     """
     import boto3
     from botocore.config import Config
+    from django.conf import settings
 
+    connect, read = QUICK_TIMEOUTS_S if quick else PATIENT_TIMEOUTS_S
+    endpoint = PRODUCTION_ENDPOINT if production else SANDBOX_ENDPOINT
     return boto3.client(
         "mturk",
         region_name=REGION,
-        endpoint_url=PRODUCTION_ENDPOINT if production else SANDBOX_ENDPOINT,
-        config=Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=30),
+        endpoint_url=settings.MTURK_ENDPOINT_URL or endpoint,
+        config=Config(
+            retries={"total_max_attempts": 1}, connect_timeout=connect, read_timeout=read
+        ),
     )
 
 

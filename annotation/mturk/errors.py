@@ -19,3 +19,12 @@ class MTurkError(ServiceError):
 
 class SyncRunning(MTurkError):
     """Another sync of the batch holds its lease: this one did nothing."""
+
+
+class TryLater(ServiceError):
+    """Refused for now, not for good: too much unverified MTurk traffic from one client or on
+    one HIT. The HIT page answers 429 with `retry_after` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

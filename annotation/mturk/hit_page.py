@@ -18,11 +18,16 @@ up rows:
 - Open MTurk work is bounded by the slots left: a newcomer on a HIT that looks full
   gives up the oldest open one (`_free_returned_slot`), whose worker takes a slot back on
   its next load or submit (`_reclaim`).
-- Unconfirmed MTurk work that is no longer open (submitted, given up, or dropped by the
-  sync) is kept per HIT up to `max_assignments + UNCONFIRMED_SPARE` rows; a newcomer
-  beyond that deletes the oldest (never-submitted ones first), with their judgements and
-  with the Worker rows left without any work (`_unconfirmed_trim`). Real work leaves that
-  pool once the sync confirms it (every 5 minutes), and confirmed work is never deleted.
+- Submitted work is never deleted, whatever others send. Unconfirmed submitted MTurk work
+  that MTurk has not been asked about (`verify.unverified_pool`) is bounded per HIT: at
+  `max_assignments + UNVERIFIED_SPARE` such submissions, a newcomer is refused for now
+  (`TryLater`, a 429), after the page has asked MTurk about the oldest ones
+  (`verify.hit_pool_verify`): what MTurk confirms or does not know leaves the pool, kept.
+  A genuine HIT never comes near the bound (MTurk hands out `max_assignments`).
+- New assignments are counted per client address (`page_limits`, the view's `admit`).
+- Unconfirmed MTurk work that was never submitted and is no longer open (given up, or
+  expired) holds no answers: beyond the same bound, a newcomer deletes the oldest of it,
+  with the Worker rows left without any work (`_unsubmitted_trim`).
 - A Worker row is created only together with an assignment, under the HIT's lock: a page
   view that is refused (a blocked worker, a full HIT) stores nothing.
 """
@@ -30,11 +35,12 @@ up rows:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, IntegerField, Q, Value, When
+from django.db.models import Q
 from django.utils import timezone
 
 from annotation.errors import ServiceError
@@ -52,18 +58,26 @@ from annotation.submissions import AnswerInput, SubmissionResult, assignment_sub
 from mitl.config import batch_config
 
 from .confirmation import assignment_by_external_id
+from .errors import TryLater
 from .hit_settings import batch_hit_settings
 from .protocol import valid_id
+from .verify import VERIFY_EVERY_S, hit_pool_verify, unverified_pool
 
 logger = logging.getLogger(__name__)
 
-# Unconfirmed MTurk work kept per HIT once it is no longer open, beyond the HIT's own
-# MaxAssignments (see the module's docstring): the rest, oldest first, is deleted.
-UNCONFIRMED_SPARE = 10
+# Unverified submitted MTurk work per HIT beyond the HIT's own MaxAssignments before
+# newcomers wait (see the module's docstring); the same bound for never-submitted rows.
+UNVERIFIED_SPARE = 10
 
 
 def mturk_assignment_open(
-    *, hit: HIT, worker_id: str, assignment_id: str, now: datetime | None = None
+    *,
+    hit: HIT,
+    worker_id: str,
+    assignment_id: str,
+    now: datetime | None = None,
+    admit: Callable[[], None] | None = None,
+    client: Any = None,
 ) -> Assignment:
     """Return the platform assignment of an accepted MTurk assignment, created on first use.
 
@@ -90,13 +104,17 @@ def mturk_assignment_open(
     previous = Assignment.objects.filter(hit=hit, worker=worker).first() if worker else None
     if previous is not None:
         return _follow_new_assignment(previous, assignment_id, now)
+    if admit is not None:
+        admit()
+    _unverified_bound(hit, now, client)  # MTurk is asked before any lock is taken
     deadline = _deadline(hit.batch, now)
     try:
         with transaction.atomic():  # the HIT stays locked until the MTurk id is on it
             # The HIT's row before any assignment's (see handout.hits_lock).
             locked = HIT.objects.select_for_update().get(pk=hit.pk)
+            _pool_full_refuse(locked)  # counted again under the lock: no race past it
             _free_returned_slot(locked)
-            orphans = _unconfirmed_trim(locked)
+            orphans = _unsubmitted_trim(locked)
             # Rolled back with the rest when the HIT is full: a refused view stores nothing.
             worker, _ = Worker.objects.get_or_create(
                 source=WorkerSource.MTURK, external_id=worker_id
@@ -131,37 +149,55 @@ def mturk_slots_taken(hit: HIT) -> int:
     return Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).exclude(waiting).count()
 
 
-def _unconfirmed_trim(hit: HIT) -> list[int]:
-    """Delete a locked HIT's oldest unconfirmed MTurk work beyond its bound, making room
-    for one more; return the workers whose work was deleted (see `_workers_forget`).
-
-    Counted: unconfirmed MTurk work that is no longer open (open work is bounded by the
-    HIT's slots). Work never submitted goes first, then work the sync dropped, then the
-    oldest submissions. Confirmed work is never touched.
-    """
-    kept = hit.max_assignments + UNCONFIRMED_SPARE
-    waiting = (
-        Assignment.objects.filter(hit=hit)
-        .filter(mturk_unconfirmed())
-        .exclude(status__in=[AssignmentStatus.ACCEPTED, AssignmentStatus.APPROVED])
+def _unverified_bound(hit: HIT, now: datetime, client: Any) -> None:
+    """Refuse a newcomer for now while the HIT's unverified pool is full, after asking MTurk
+    about its oldest members (which leave the pool, kept, whatever MTurk answers)."""
+    if unverified_pool(hit).count() < _pool_bound(hit):
+        return
+    check = hit_pool_verify(hit, now=now, client=client)
+    logger.info(
+        "%s: unverified pool full; MTurk confirmed %d, did not know %d, denied %d%s",
+        hit,
+        len(check.confirmed),
+        len(check.unknown),
+        len(check.denied),
+        " (MTurk out of reach)" if check.unreachable else "",
     )
-    excess = waiting.count() - kept + 1
+    _pool_full_refuse(hit)
+
+
+def _pool_full_refuse(hit: HIT) -> None:
+    if unverified_pool(hit).count() >= _pool_bound(hit):
+        raise TryLater(
+            "this HIT has many submissions that MTurk has yet to confirm; try again in a "
+            "minute, or return the HIT",
+            retry_after=VERIFY_EVERY_S,
+        )
+
+
+def _pool_bound(hit: HIT) -> int:
+    return hit.max_assignments + UNVERIFIED_SPARE
+
+
+def _unsubmitted_trim(hit: HIT) -> list[int]:
+    """Delete a locked HIT's oldest never-submitted, no longer open, unconfirmed MTurk work
+    beyond its bound, making room for one more; return the workers whose rows went (see
+    `_workers_forget`). Such rows hold no answers; submitted work is never touched.
+    """
+    unsubmitted = (
+        Assignment.objects.filter(hit=hit, submitted_at__isnull=True)
+        .filter(mturk_unconfirmed())
+        .exclude(status=AssignmentStatus.ACCEPTED)
+    )
+    excess = unsubmitted.count() - _pool_bound(hit) + 1
     if excess <= 0:
         return []
-    rank = Case(
-        When(submitted_at__isnull=True, then=Value(0)),
-        When(status=AssignmentStatus.REJECTED, then=Value(1)),
-        default=Value(2),
-        output_field=IntegerField(),
-    )
     victims = list(
-        waiting.annotate(rank=rank)
-        .order_by("rank", "submitted_at", "accepted_at", "pk")
-        .values_list("pk", "worker_id")[:excess]
+        unsubmitted.order_by("accepted_at", "pk").values_list("pk", "worker_id")[:excess]
     )
-    Assignment.objects.filter(pk__in=[pk for pk, _ in victims]).delete()  # judgements too
+    Assignment.objects.filter(pk__in=[pk for pk, _ in victims]).delete()  # no judgements
     hits_recount_slots(hit_ids=[hit.pk])
-    logger.info("%s: %d unconfirmed MTurk assignments deleted", hit, len(victims))
+    logger.info("%s: %d never-submitted MTurk assignments deleted", hit, len(victims))
     return sorted({worker_id for _, worker_id in victims})
 
 
@@ -306,7 +342,7 @@ def mturk_assignment_submit(
             now=now,
             by_page=by_page,
         )
-    except Assignment.DoesNotExist:  # given up, then deleted for newer work (_unconfirmed_trim)
+    except Assignment.DoesNotExist:  # given up unsubmitted, then deleted (_unsubmitted_trim)
         raise ServiceError(
             "this assignment is no longer open here: reload the HIT from MTurk"
         ) from None

@@ -39,7 +39,7 @@ from annotation.models import (
     Worker,
     WorkerSource,
 )
-from annotation.mturk.errors import MTurkError, MTurkInputError
+from annotation.mturk.errors import MTurkError, MTurkInputError, TryLater
 from annotation.mturk.hit_page import (
     mturk_assignment_find,
     mturk_assignment_open,
@@ -48,6 +48,7 @@ from annotation.mturk.hit_page import (
 from annotation.mturk.hit_settings import mturk_batch_cost, mturk_settings_save
 from annotation.mturk.hit_type import parse_money
 from annotation.mturk.links import page_image_path, page_image_valid, signature_valid
+from annotation.mturk.page_limits import new_assignment_admit
 from annotation.mturk.payments import (
     mturk_bonus_send,
     mturk_hits_expire,
@@ -141,8 +142,15 @@ def mturk_hit(request: HttpRequest, hit_id: int, signature: str) -> HttpResponse
     worker_id = params.get("workerId", "")
     try:
         assignment = mturk_assignment_open(
-            hit=hit, worker_id=worker_id, assignment_id=assignment_id
+            hit=hit,
+            worker_id=worker_id,
+            assignment_id=assignment_id,
+            admit=partial(new_assignment_admit, request),
         )
+    except TryLater as exc:  # unverified traffic: this client's, or on this HIT
+        response = _notice(request, hit, f"Sorry: {exc}.", 429)
+        response["Retry-After"] = str(exc.retry_after)
+        return response
     except ServiceError as exc:
         return _notice(request, hit, f"Sorry: {exc}.", 403)
     if assignment.status != AssignmentStatus.ACCEPTED:
