@@ -97,19 +97,21 @@ def test_hits_on_mturk_are_not_handed_to_platform_annotators(annotating_batch):
 FORGED = 40
 
 
-def test_forged_ids_neither_fill_a_hit_nor_pile_up_workers(annotating_batch):
+def test_forged_ids_opened_but_never_submitted_neither_fill_a_hit_nor_pile_up(
+    annotating_batch,
+):
     hit = hits_of(annotating_batch)[0]
     HIT.objects.filter(pk=hit.pk).update(max_assignments=1)
     hit.refresh_from_db()
-    for n in range(FORGED):  # each one opens the page and submits every answer
-        forged = accept_and_submit(hit, f"A1FORGED{n}", f"3FORGED{n}")
-        assert (forged.status, forged.confirmed_at) == ("submitted", None)
+    for n in range(FORGED):  # each one opens the page, takes the slot, never submits
+        mturk_assignment_open(hit=hit, worker_id=f"A1FORGED{n}", assignment_id=f"3FORGED{n}")
     # A real worker still gets the HIT's one slot, and stores its answers.
     real = accept_and_submit(hit, "A1REAL", "3REAL")
     assert (real.status, real.external_id) == ("submitted", "3REAL")
-    # Unconfirmed work is kept per HIT up to a small bound: rows do not grow with FORGED.
+    # Rows without answers are kept per HIT up to a small bound: they do not grow with FORGED.
     assert Worker.objects.filter(source="mturk").count() <= FORGED // 2
     assert Assignment.objects.filter(hit=hit).count() <= FORGED // 2
+    assert Assignment.objects.filter(hit=hit, submitted_at__isnull=False).count() == 1
 
 
 def test_only_work_mturk_confirmed_fills_a_hit(annotating_batch):
