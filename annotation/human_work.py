@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -183,13 +182,3 @@ def _pace(batch: Batch, *, now: datetime) -> float | None:
         return None
     hours = (times[-1] - times[0]).total_seconds() / 3600
     return (len(times) - 1) / hours if hours > 0 else None
-
-
-def platform_workers_eligible() -> int:
-    """Count the accounts that may take HITs here: active, not staff, not blocked."""
-    return (
-        get_user_model()
-        .objects.filter(is_active=True, is_staff=False)
-        .exclude(worker__is_blocked=True)
-        .count()
-    )

@@ -7,10 +7,10 @@ Until then `round_stall` says what holds it up, for staff (the batch page, the d
 and `round_waits_for_worker` says it briefly to an annotator who got no HIT, without a word
 about who else works on it.
 
-A HIT is open to a platform worker who is active, not blocked, has passed the batch's
-qualification round (when it has one) and never had an assignment on that HIT, whatever
-became of it (`handout.hit_assign_next`): a rejected or expired assignment frees its slot,
-never its worker.
+Who may take the HITs is `annotation.eligible` (the wizard counts the same workers). A HIT
+stays closed to a worker who ever had an assignment on it, whatever became of it
+(`handout.hit_assign_next`): a rejected or expired assignment frees its slot, never its
+worker.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, F, OuterRef, Q
 
 from mitl.config import batch_config
 
 from .budget import judgements_spent
+from .eligible import EligibleWorkers, workers_eligible
 from .handout import ACTIVE_STATUSES
 from .models import (
     HIT,
@@ -32,9 +32,7 @@ from .models import (
     AssignmentStatus,
     Batch,
     BatchState,
-    QualificationAttempt,
     Worker,
-    WorkerSource,
 )
 
 
@@ -131,34 +129,6 @@ def _round_facts(batch: Batch) -> _RoundFacts:
     return _RoundFacts(missing=missing, worked=worked, **counts)
 
 
-@dataclass(frozen=True)
-class _Eligible:
-    """The platform workers who may take the batch's HITs, and accounts yet to start."""
-
-    worker_ids: frozenset[int]
-    new_accounts: int  # active annotator accounts with no worker row yet
-
-    @property
-    def count(self) -> int:
-        return len(self.worker_ids) + self.new_accounts
-
-
-def _eligible(batch: Batch) -> _Eligible:
-    """Active accounts that work (staff only once they have), not blocked, qualified."""
-    users = get_user_model().objects.filter(is_active=True)
-    has_worked = Exists(Assignment.objects.filter(worker__user_id=OuterRef("pk")))
-    working = users.filter(Q(is_staff=False) | has_worked)
-    workers = Worker.objects.filter(
-        source=WorkerSource.PLATFORM, user__in=working, is_blocked=False
-    )
-    new_accounts = working.filter(worker__isnull=True).count()
-    if batch_config(batch).qualification_required:
-        passed = QualificationAttempt.objects.filter(batch=batch, passed=True)
-        workers = workers.filter(pk__in=passed.values("worker_id"))
-        new_accounts = 0  # nobody passes a round before having a worker row
-    return _Eligible(frozenset(workers.values_list("pk", flat=True)), new_accounts)
-
-
 def _budget_spent(batch: Batch) -> tuple[int, int] | None:
     """(spent, budget) when the batch cannot pay for one more HIT, else None."""
     config = batch_config(batch)
@@ -170,7 +140,7 @@ def _budget_spent(batch: Batch) -> tuple[int, int] | None:
     return spent, config.budget_judgements
 
 
-def _short_of_workers(facts: _RoundFacts, eligible: _Eligible) -> list[_HitRow]:
+def _short_of_workers(facts: _RoundFacts, eligible: EligibleWorkers) -> list[_HitRow]:
     """The platform HITs with more free slots than eligible workers who never had them."""
     short = []
     for hit in facts.missing:
@@ -265,7 +235,7 @@ def _slot_stalls(batch: Batch, facts: _RoundFacts) -> list[Stall]:
 
 
 def _worker_stalls(batch: Batch, facts: _RoundFacts) -> list[Stall]:
-    eligible = _eligible(batch)
+    eligible = workers_eligible(batch)
     short = _short_of_workers(facts, eligible)
     who = "active, not blocked" + (
         ", passed the qualification round" if batch_config(batch).qualification_required else ""

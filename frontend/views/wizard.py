@@ -21,8 +21,8 @@ from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
+from annotation.eligible import workers_eligible
 from annotation.errors import ServiceError
-from annotation.human_work import platform_workers_eligible
 from annotation.models import Batch, Dataset, MachineAnnotator
 from mitl.aggregation import RULES as AGGREGATION_RULES
 from mitl.config import (
@@ -304,7 +304,7 @@ def _count_ids(text: str | None) -> int:
 def batch_new(request: HttpRequest) -> HttpResponse:
     """Show the wizard; on POST, validate, estimate, create and start the batch."""
     status = 200
-    eligible = platform_workers_eligible()
+    eligible = workers_eligible().count
     if request.method == "POST":
         examples_form = InstructionsExamplesForm(request.POST)
         # One POST carries both forms: the wizard's knows the examples' fields too.

@@ -9,8 +9,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from annotation.eligible import workers_eligible
 from annotation.handout import hit_assign_next, worker_for_user
-from annotation.human_work import batch_human_work, platform_workers_eligible, work_count
+from annotation.human_work import batch_human_work, work_count
 from annotation.models import Assignment, Batch
 from annotation.review import worker_block
 from annotation.selectors import batch_cost_estimate, batch_curation, batch_progress
@@ -134,6 +135,6 @@ def test_eligible_workers_are_active_unblocked_annotator_accounts(db):
     users.create_user("gone", is_active=False)
     users.create_user("a1")
     blocked = users.create_user("a2")
-    assert platform_workers_eligible() == 2
+    assert workers_eligible().count == 2
     worker_block(worker=worker_for_user(user=blocked), blocked=True)
-    assert platform_workers_eligible() == 1
+    assert workers_eligible().count == 1
