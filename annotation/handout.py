@@ -222,6 +222,7 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
     free = (
         HIT.objects.filter(
             batch__state=BatchState.ANNOTATING,
+            batch__paused_at__isnull=True,  # staff paused the hand-out (annotation.pause)
             active_assignments__lt=F("max_assignments"),
             external_id__isnull=True,  # a HIT published on MTurk is MTurk's to hand out
         )

@@ -34,6 +34,7 @@ from .models import (
     BatchState,
     Worker,
 )
+from .pause import PAUSED_WHY
 
 
 def round_hits_missing_work(*, batch_id: OuterRef | int, round_: OuterRef | int):
@@ -168,6 +169,8 @@ def round_stall(*, batch: Batch) -> list[Stall]:
     if not facts.missing:
         return [Stall("complete", _COMPLETE.format(round=batch.round))]
     stalls = [_missing_stall(batch, facts)]
+    if batch.paused_at is not None:
+        return [*stalls, Stall("paused", _PAUSED)]
     if facts.review:
         flagged = f" ({facts.flagged} failed a golden check)" if facts.flagged else ""
         stalls.append(
@@ -189,6 +192,10 @@ def round_stall(*, batch: Batch) -> list[Stall]:
     return stalls
 
 
+_PAUSED = (
+    "Handing out is paused: no new assignment starts until you resume it (open work may "
+    "still be submitted)."
+)
 _COMPLETE = (
     "Every HIT of round {round} has its approved work: the round closes by itself "
     "(or close it now below)."
@@ -297,6 +304,8 @@ def round_waits_for_worker(*, worker: Worker, limit: int = 3) -> list[WorkerWait
 def _worker_why(batch: Batch, facts: _RoundFacts, worker: Worker) -> str:
     if not facts.missing:
         return "its round is complete and closes shortly"
+    if batch.paused_at is not None:
+        return PAUSED_WHY
     free = [h for h in facts.missing if h.free and not h.on_mturk]
     if free and _budget_spent(batch) is not None:
         return "its judgement budget is spent"

@@ -24,6 +24,7 @@ from annotation.strict_input import StrictQuerySerializer, StrictSerializer
 from mitl.config import BatchConfig, ConfigError, parse_batch_config
 from mitl.costs import cost_estimate
 from pipeline.launch import batch_create_with_queries, queries_file_parse
+from pipeline.round_controls import ROUND_CONTROLS
 from pipeline.stages import batch_cancel
 from pipeline.tasks import batch_start_queue
 
@@ -107,6 +108,7 @@ class BatchSerializer(serializers.ModelSerializer):
             "annotators",
             "progress",
             "round",
+            "paused_at",
             "curation",
             "created_at",
             "updated_at",
@@ -181,6 +183,20 @@ class BatchDetailSerializer(BatchSerializer):
     def get_counts(self, batch: Batch) -> dict[str, Any]:
         # Read by the view (annotation.selectors.batch_counts) and passed in the context.
         return self.context["counts"]
+
+
+class ControlSerializer(StrictSerializer):
+    action = serializers.ChoiceField(
+        choices=sorted(ROUND_CONTROLS),
+        help_text="The batch page's round control to run: close_round, finish_after_round "
+        "(keep_rounds undoes it), pause / unpause handing out HITs, cancel, resume (a failed "
+        "or lost stage).",
+    )
+
+
+class ControlResultSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What the control did, in one sentence.")
+    batch = BatchDetailSerializer()
 
 
 class BatchCreateSerializer(StrictSerializer):
@@ -356,6 +372,23 @@ class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         """Cancel a batch that is not released: no stage runs any more, open HITs end (409
         when it is released or cancelled already)."""
         return self._detail(batch_cancel(batch=self.get_object()))
+
+    @extend_schema(
+        request={"application/json": ControlSerializer},
+        responses={
+            200: ControlResultSerializer,
+            409: conflict("The batch's state does not allow this control now."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def control(self, request: Request, pk: str) -> Response:
+        """Run one of the batch page's round controls (409, saying why, when the batch's state
+        does not allow it); the answer says what it did and shows the batch after it."""
+        batch = self.get_object()
+        serializer = ControlSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        said = ROUND_CONTROLS[serializer.validated_data["action"]](batch_id=batch.pk)
+        return Response({"detail": said, "batch": self._detail(batch).data})
 
     @extend_schema(responses=StageProgressSerializer(many=True))
     @action(detail=True, pagination_class=None, filterset_class=None)

@@ -1,4 +1,5 @@
-"""The batch page's round controls: close this round, finish after it, cancel, resume.
+"""The batch page's round controls: close this round, finish after it, pause or resume
+handing out, cancel, resume a stage.
 
 Each does what the `batch_run` command does (`--force` while annotating; a plain run for a
 stage that failed or whose worker was lost), through the same queue functions, on workers
@@ -8,12 +9,15 @@ state does not allow it; each returns a sentence for the admin.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from django.db import transaction
 
-from annotation.errors import ServiceError
+from annotation.errors import ServiceError, StateConflict
 from annotation.models import Batch, BatchState
+from annotation.pause import batch_pause_set
 from annotation.task_leases import lease_live
 from mitl.config import batch_config
 
@@ -32,6 +36,8 @@ class RoundControls:
     close_round: bool
     finish_after_round: bool
     keep_rounds: bool  # undo "finish after this round"
+    pause: bool  # stop handing out new work (annotation.pause)
+    unpause: bool
     cancel: bool
     resume: bool
     finishing_after: int | None  # the round after which the batch finishes, if asked
@@ -46,6 +52,8 @@ def round_controls_for(*, batch: Batch) -> RoundControls:
         close_round=batch.state == BatchState.ANNOTATING,
         finish_after_round=looping and finishing is None,
         keep_rounds=looping and finishing is not None,
+        pause=batch.state == BatchState.ANNOTATING and batch.paused_at is None,
+        unpause=batch.paused_at is not None,
         cancel=batch.state not in _ENDED,
         resume=_resumable(batch) is None,
         finishing_after=finishing,
@@ -66,7 +74,7 @@ def round_close_now(*, batch_id: int) -> str:
     """
     batch = _batch(batch_id)
     if batch.state != BatchState.ANNOTATING:
-        raise ServiceError(
+        raise StateConflict(
             f"batch {batch_id} is {batch.state}: only a batch that is annotating has a round "
             "to close"
         )
@@ -92,11 +100,11 @@ def rounds_finish_after(*, batch_id: int, finish: bool = True) -> str:
         if batch is None:
             raise ServiceError(f"no batch {batch_id}")
         if not batch_config(batch).adaptive:
-            raise ServiceError(
+            raise StateConflict(
                 f"batch {batch_id} is fixed: it has one round and releases after it anyway"
             )
         if batch.state in (*_ENDED, BatchState.DRAFT):
-            raise ServiceError(f"batch {batch_id} is {batch.state}: it runs no rounds now")
+            raise StateConflict(f"batch {batch_id} is {batch.state}: it runs no rounds now")
         reports = {k: v for k, v in batch.reports.items() if k != FINISH_KEY}
         if finish:
             reports[FINISH_KEY] = batch.round
@@ -144,7 +152,7 @@ def batch_resume(*, batch_id: int) -> str:
     batch = _batch(batch_id)
     why_not = _resumable(batch)
     if why_not is not None:
-        raise ServiceError(f"batch {batch_id} cannot be resumed: {why_not}")
+        raise StateConflict(f"batch {batch_id} cannot be resumed: {why_not}")
     Batch.objects.filter(pk=batch_id, state=batch.state).update(error="")
     if batch.state == BatchState.ANNOTATING:
         if lease_live(key_prefix=close_lease(batch_id).key):
@@ -154,3 +162,16 @@ def batch_resume(*, batch_id: int) -> str:
         return _with_failure(batch_id, text)
     failures_to_batch(lambda: stage_queue(batch_id=batch_id, stage=batch.state))
     return _with_failure(batch_id, f"Batch {batch_id}: its {batch.state} stage is queued again.")
+
+
+# Every control by name, as the batch page's buttons, the API's `control` action and the
+# `batch_control` command name them; each takes `batch_id` and returns a sentence.
+ROUND_CONTROLS: dict[str, Callable[..., str]] = {
+    "close_round": round_close_now,
+    "finish_after_round": rounds_finish_after,
+    "keep_rounds": partial(rounds_finish_after, finish=False),
+    "pause": partial(batch_pause_set, paused=True),
+    "unpause": partial(batch_pause_set, paused=False),
+    "cancel": batch_cancel_now,
+    "resume": batch_resume,
+}

@@ -57,6 +57,12 @@ class Batch(models.Model):
         help_text="Adaptive strategy: the round being selected, built, judged or aggregated "
         "(from 0); a fixed batch has one round, 0.",
     )
+    paused_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Handing out paused by staff since then (annotation.pause): no new "
+        "assignment starts, open work may still be submitted; empty when running.",
+    )
     mturk = models.JSONField(
         default=dict,
         blank=True,

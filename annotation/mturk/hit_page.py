@@ -104,6 +104,8 @@ def mturk_assignment_open(
     previous = Assignment.objects.filter(hit=hit, worker=worker).first() if worker else None
     if previous is not None:
         return _follow_new_assignment(previous, assignment_id, now)
+    if hit.batch.paused_at is not None:
+        raise ServiceError("this batch is paused: please return this HIT on MTurk")
     if admit is not None:
         admit()
     _unverified_bound(hit, now, client)  # MTurk is asked before any lock is taken

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -12,22 +9,9 @@ from django.views.decorators.http import require_POST
 
 from annotation.errors import ServiceError
 from annotation.models import Batch
-from pipeline.round_controls import (
-    batch_cancel_now,
-    batch_resume,
-    round_close_now,
-    rounds_finish_after,
-)
+from pipeline.round_controls import ROUND_CONTROLS
 
 from .access import staff_required
-
-_ACTIONS: dict[str, Callable[..., str]] = {
-    "close_round": round_close_now,
-    "finish_after_round": rounds_finish_after,
-    "keep_rounds": partial(rounds_finish_after, finish=False),
-    "cancel": batch_cancel_now,
-    "resume": batch_resume,
-}
 
 
 @staff_required
@@ -35,7 +19,7 @@ _ACTIONS: dict[str, Callable[..., str]] = {
 def batch_control(request: HttpRequest, batch_id: int) -> HttpResponse:
     """Run one round control (POST `action`) on the batch and show its outcome on its page."""
     batch = get_object_or_404(Batch, pk=batch_id)
-    control = _ACTIONS.get(request.POST.get("action", ""))
+    control = ROUND_CONTROLS.get(request.POST.get("action", ""))
     if control is None:
         messages.error(request, "Unknown action.")
     else:

@@ -185,3 +185,16 @@ def test_an_annotator_with_no_hit_reads_why_briefly(client, annotating_batch):
     page = client.post(reverse("frontend:work-next"), follow=True).content.decode()
     assert f"{annotating_batch.name}: you have done every HIT of it" in page
     assert "ann" not in api["X-No-HIT-Reason"].replace("annotators", "")
+
+
+def test_pause_and_resume_handing_out_from_the_page(staff, annotating_batch):
+    page = staff.get(reverse("frontend:batch", args=[annotating_batch.pk])).content.decode()
+    assert 'value="pause"' in page and 'value="unpause"' not in page
+
+    status, said = control(staff, annotating_batch, "pause")
+
+    assert status == 302 and said[0].startswith(f"Batch {annotating_batch.pk} paused")
+    page = staff.get(reverse("frontend:batch", args=[annotating_batch.pk])).content.decode()
+    assert 'id="round-paused"' in page and 'value="unpause"' in page
+    assert 'data-stall="paused"' in page
+    assert control(staff, annotating_batch, "unpause")[1][0].endswith("hands out its HITs again.")

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchStageProgress, BatchState
 from pipeline.management.progress_bars import StageBars
+from pipeline.round_controls import rounds_finish_after
 from pipeline.stages import AUTOMATIC_STAGES, STAGE_ORDER, batch_run_until
 from pipeline.tasks import annotation_close_queue, batch_start_queue, next_queue, stage_queue
 
@@ -18,13 +19,20 @@ class Command(BaseCommand):
         "in the annotating stage. Without a broker the stages run in this process; with "
         "CELERY_BROKER_URL set they run on Celery workers and this command shows their progress. "
         "--force closes annotating early, aggregating whatever approved work exists. A stage "
-        "that failed (or whose workers kept being lost) is queued again."
+        "that failed (or whose workers kept being lost) is queued again. "
+        "--finish-after-round makes an adaptive batch release after its current round. "
+        "The batch page's other controls (pause, cancel, …): `batch_control`."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("batch", type=int, help="batch id")
         parser.add_argument("--until", default=BatchState.RELEASED, choices=STAGE_ORDER[1:])
         parser.add_argument("--force", action="store_true", help="close annotating early")
+        parser.add_argument(
+            "--finish-after-round",
+            action="store_true",
+            help="adaptive batch: release after the current round instead of looping",
+        )
         parser.add_argument(
             "--timeout", type=float, default=3600, help="seconds to wait for workers"
         )
@@ -36,6 +44,8 @@ class Command(BaseCommand):
             raise CommandError(f"no batch {options['batch']}")
         bars = StageBars(enabled=not options["no_progress"])
         try:
+            if options["finish_after_round"]:
+                self.stdout.write(rounds_finish_after(batch_id=batch.pk))
             if settings.CELERY_TASK_ALWAYS_EAGER:
                 state = batch_run_until(
                     batch_id=batch.pk,
