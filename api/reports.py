@@ -16,7 +16,7 @@ from annotation.errors import ServiceError
 from annotation.models import Batch, Dataset
 from annotation.strict_input import StrictQuerySerializer
 from mitl.dataset_stats import stats_as_json
-from pipeline.bias import bias_report_build
+from pipeline.bias_page import bias_report_cached
 from pipeline.dataset_stats import dataset_stats_compute
 
 from .errors import Conflict, ErrorSerializer
@@ -63,10 +63,11 @@ class BatchBiasView(APIView):
         )
     )
     def get(self, request: Request, batch_id: int) -> Response:
-        """The batch's model-bias report, computed from its current verdicts."""
+        """The batch's model-bias report, computed from its current verdicts (kept until
+        they change)."""
         batch = get_object_or_404(Batch.objects.select_related("dataset"), pk=batch_id)
         try:
-            return Response(bias_report_build(batch=batch))
+            return Response(bias_report_cached(batch=batch))
         except ServiceError as exc:
             raise Conflict(str(exc)) from None
 

@@ -90,7 +90,8 @@ class StageNext:
     never starts a next stage twice). `stage`: the automatic stage to queue next, if any.
     `chunks`: retrieval chunks (annotator id, query ids) to queue, one task each.
     `mturk_publish`: a later round's HITs join the batch's MTurk publication, on
-    production when `mturk_production`, else on the sandbox.
+    production when `mturk_production`, else on the sandbox. `released`: this call
+    released the batch.
     """
 
     batch_id: int
@@ -99,6 +100,7 @@ class StageNext:
     chunks: tuple[tuple[int, tuple[int, ...]], ...] = ()
     mturk_publish: bool = False
     mturk_production: bool = False
+    released: bool = False  # this call released the batch: its bias report may be built
 
 
 def batch_create(
@@ -268,6 +270,8 @@ def stage_advance(
     tables_analyze(*STAGE_WRITES[stage])
     moved = Batch.objects.filter(pk=batch_id, state=stage).update(state=next_state(stage), error="")
     following = _moved_to(batch_id, moved=bool(moved), stage=next_state(stage))
+    if moved and next_state(stage) == BatchState.RELEASED:
+        following = replace(following, released=True)
     # A later round's HITs join the batch's MTurk publication (same HIT type, environment).
     mturk = batch.mturk or {}
     if stage == BatchState.BUILDING and batch.round > 0 and mturk.get("hit_type_id"):

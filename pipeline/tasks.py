@@ -34,6 +34,7 @@ from mitl.config import batch_config
 from mitl.evaluation_inputs import RankingsByDirection
 from pipeline.autopilot import AutopilotStep
 from pipeline.autopilot import crowd_autopilot as autopilot_run
+from pipeline.bias_page import bias_cache_warm
 from pipeline.evaluation_jobs import evaluation_job_create, evaluation_job_run
 from pipeline.leases import chunk_lease, close_lease, evaluation_lease, stage_lease
 from pipeline.stages import (
@@ -126,6 +127,13 @@ def run_evaluation(self, job_id: int) -> str:
     return EvaluationJob.objects.get(pk=job_id).status
 
 
+@shared_task(name="mitl.bias_warm", ignore_result=True, soft_time_limit=1800, time_limit=1860)
+def bias_warm(batch_id: int) -> bool:
+    """Build a released batch's bias report and page (pipeline/bias_page.py); idempotent:
+    a second run finds them built for the same state of the work."""
+    return bias_cache_warm(batch_id=batch_id)
+
+
 AUTOPILOT_POLL_S = 2
 AUTOPILOT_MAX_WAITS = 24 * 3600 // AUTOPILOT_POLL_S  # a day of automatic stages at most
 
@@ -167,6 +175,10 @@ def next_queue(step: StageNext) -> None:
     retrieval_chunks_queue(batch_id=step.batch_id, chunks=step.chunks)
     if step.stage is not None:
         stage_queue(batch_id=step.batch_id, stage=step.stage)
+    if step.released and not bias_warm.app.conf.task_always_eager:
+        # On workers only: without them the charts would hold up whoever released the batch
+        # (the demo builds them itself; otherwise the page's first visitor does).
+        transaction.on_commit(lambda: bias_warm.delay(step.batch_id))
 
 
 def batch_start_queue(*, batch: Batch) -> Batch:

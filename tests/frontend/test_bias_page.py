@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.models import Batch
+from mitl.config import batch_config
 from tests.pipeline_runs import run_to_release
 
 pytestmark = pytest.mark.django_db
@@ -100,3 +101,48 @@ def test_the_sections_after_the_summary_are_folded_the_first_open(client, releas
     assert html.count('<details class="bias-section"') == 5
     assert html.count('<details class="bias-section" open>') == 1
     assert '<details class="bias-section" open><summary><h2>Answers per annotator</h2>' in html
+
+
+def test_the_api_and_the_page_share_one_build_and_a_release_can_prebuild_it(
+    client, released, monkeypatch
+):
+    import pipeline.bias_page
+    from pipeline.bias_page import bias_cache_warm
+
+    built = []
+    real_build = pipeline.bias_page.bias_report_build
+
+    def counting_build(**kwargs):
+        built.append(kwargs["batch"].pk)
+        return real_build(**kwargs)
+
+    monkeypatch.setattr(pipeline.bias_page, "bias_report_build", counting_build)
+    assert bias_cache_warm(batch_id=released.pk) is True  # what mitl.bias_warm runs
+    client = as_user(client, staff=True)
+    report = client.get(f"/api/batches/{released.pk}/bias/")
+    page = client.get(f"/batches/{released.pk}/bias/")
+    assert (report.status_code, page.status_code) == (200, 200)
+    assert built == [released.pk]  # scored once, for the API and the page alike
+    assert "tfidf" in report.json()["annotators"]
+
+
+def test_releasing_says_so_for_the_workers_to_prebuild_the_bias_report(batch):
+    from annotation.models import BatchState
+    from pipeline.progress import StageTracker
+    from pipeline.simulate import crowd_simulate
+    from pipeline.stages import batch_run_until, stage_advance
+
+    batch_run_until(batch_id=batch.pk, until="annotating")
+    batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
+    crowd_simulate(
+        batch=batch,
+        config=batch_config(batch),
+        tracker=StageTracker(batch=batch, stage="annotating"),
+    )
+    assert (
+        batch_run_until(batch_id=batch.pk, until="aggregating", force=True)
+        == BatchState.AGGREGATING
+    )
+    assert stage_advance(batch_id=batch.pk, stage="aggregating").released is True
+    again = stage_advance(batch_id=batch.pk, stage="aggregating")
+    assert again.released is False  # a duplicate delivery builds nothing twice
