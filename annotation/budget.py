@@ -33,7 +33,12 @@ def judgements_spent(*, batch_id: int, items_per_hit: int) -> int:
     open_work = Assignment.objects.filter(
         hit__batch_id=batch_id, status=AssignmentStatus.ACCEPTED
     ).count()
-    return stored + open_work * items_per_hit
+    return spent_of(stored=stored, open_assignments=open_work, items_per_hit=items_per_hit)
+
+
+def spent_of(*, stored: int, open_assignments: int, items_per_hit: int) -> int:
+    """The budget's count from its parts: answers stored + the pairs open work will answer."""
+    return stored + open_assignments * items_per_hit
 
 
 def budget_hold(*, batch: Batch, config: BatchConfig) -> None:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from mitl.config import batch_config
 from mitl.costs import assignments_cost
 
-from .budget import judgements_spent
+from .budget import spent_of
 from .models import HIT, Assignment, AssignmentStatus, Batch, Judgement
 from .mturk.hit_settings import batch_reward
 
@@ -104,31 +104,42 @@ class HumanWork:
 
 def work_count(*, batch_id: int, round: int | None = None) -> WorkCount:
     """Count the assignments of the batch's HITs (of one round, or of all: None)."""
-    hits = HIT.objects.filter(batch_id=batch_id)
-    if round is not None:
-        hits = hits.filter(round=round)
-    rows = hits.annotate(
-        approved=Count("assignments", filter=Q(assignments__status=AssignmentStatus.APPROVED)),
-        submitted=Count("assignments", filter=Q(assignments__status=AssignmentStatus.SUBMITTED)),
-        open=Count("assignments", filter=Q(assignments__status=AssignmentStatus.ACCEPTED)),
-    ).values_list("max_assignments", "approved", "submitted", "open")
-    totals = [0, 0, 0, 0, 0, 0]
-    for needed, approved, submitted, accepted in rows:
+    return _work_counts(batch_id=batch_id, round=round)[0 if round is None else 1]
+
+
+def _work_counts(*, batch_id: int, round: int | None) -> tuple[WorkCount, WorkCount]:
+    """Count the assignments of all the batch's HITs and of one round's, in one query."""
+    rows = (
+        HIT.objects.filter(batch_id=batch_id)
+        .annotate(
+            approved=Count("assignments", filter=Q(assignments__status=AssignmentStatus.APPROVED)),
+            submitted=Count(
+                "assignments", filter=Q(assignments__status=AssignmentStatus.SUBMITTED)
+            ),
+            open=Count("assignments", filter=Q(assignments__status=AssignmentStatus.ACCEPTED)),
+        )
+        .values_list("round", "max_assignments", "approved", "submitted", "open")
+    )
+    everything, current = [0] * 6, [0] * 6
+    for hit_round, needed, approved, submitted, accepted in rows:
         counted = min(approved, needed)  # extra approved work does not make a HIT more done
-        for index, value in enumerate(
-            (1, int(counted >= needed), needed, counted, submitted, accepted)
-        ):
-            totals[index] += value
-    return WorkCount(*totals)
+        figures = (1, int(counted >= needed), needed, counted, submitted, accepted)
+        for totals in (everything, current) if hit_round == round else (everything,):
+            for index, value in enumerate(figures):
+                totals[index] += value
+    return WorkCount(*everything), WorkCount(*current)
 
 
-def batch_human_work(*, batch_id: int, now: datetime | None = None) -> HumanWork:
-    """Return people's work on the batch: done/needed, judgements, money spent, time left."""
-    batch = Batch.objects.get(pk=batch_id)
+def batch_human_work(
+    *, batch_id: int, now: datetime | None = None, batch: Batch | None = None
+) -> HumanWork:
+    """Return people's work on the batch: done/needed, judgements, money spent, time left
+    (`batch`: the batch as just read, to save reading it again)."""
+    batch = batch if batch is not None else Batch.objects.get(pk=batch_id)
     config = batch_config(batch)
     reward = batch_reward(batch)
-    current = work_count(batch_id=batch_id, round=batch.round)
-    everything = work_count(batch_id=batch_id)
+    everything, current = _work_counts(batch_id=batch_id, round=batch.round)
+    judgements = Judgement.objects.filter(assignment__hit__batch_id=batch_id).count()
 
     def cost(assignments: int) -> Decimal:
         return assignments_cost(
@@ -146,8 +157,12 @@ def batch_human_work(*, batch_id: int, now: datetime | None = None) -> HumanWork
         round=batch.round,
         current=current,
         all_rounds=everything,
-        judgements=Judgement.objects.filter(assignment__hit__batch_id=batch_id).count(),
-        judgements_spent=judgements_spent(batch_id=batch_id, items_per_hit=config.items_per_hit),
+        judgements=judgements,
+        judgements_spent=spent_of(
+            stored=judgements,
+            open_assignments=everything.open,
+            items_per_hit=config.items_per_hit,
+        ),
         budget_judgements=budget,
         reward=reward,
         spent=cost(everything.approved + everything.submitted),

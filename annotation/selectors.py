@@ -84,11 +84,12 @@ def _annotating_live(batch: Batch, row: Any) -> bool:
     return batch.state in _BUILT and (row is None or not row.total)
 
 
-def batch_curation(*, batch: Batch) -> dict[str, Any]:
+def batch_curation(*, batch: Batch, spent: int | None = None) -> dict[str, Any]:
     """Strategy, round, budget and the estimated recall per direction (docs/curation.md).
 
     Read from the batch's configuration and the report its aggregations keep
     (`Batch.reports["curation"]`); the estimate is None until a random sample is judged.
+    `spent`: the judgements spent as just counted (`HumanWork.judgements_spent`), if known.
     """
     config = batch_config(batch)
     report = batch.reports.get("curation", {})
@@ -99,7 +100,9 @@ def batch_curation(*, batch: Batch) -> dict[str, Any]:
         "round": batch.round,
         "budget_judgements": config.budget_judgements or None,
         # Live, as the budget counts it: the report's figure is that of the last aggregation.
-        "judgements_spent": judgements_spent(batch_id=batch.pk, items_per_hit=config.items_per_hit),
+        "judgements_spent": spent
+        if spent is not None
+        else judgements_spent(batch_id=batch.pk, items_per_hit=config.items_per_hit),
         "recall_truth": RECALL_TRUTH,
         "estimates": {
             direction: _worded(directions.get(direction, {}).get("estimate"))

@@ -20,14 +20,7 @@ RECENT = 20
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Show what an admin needs next: data, running batches, work to review, releases."""
     batches = [
-        {
-            "batch": batch,
-            "progress": batch_progress(batch=batch),
-            "curation": batch_curation(batch=batch),
-            "work": batch_human_work(batch_id=batch.pk),
-            # Why an annotating batch waits (how much work is missing shows in its bars).
-            "stalls": [s for s in round_stall(batch=batch) if s.code != "missing"],
-        }
+        _batch_row(batch)
         for batch in Batch.objects.select_related("dataset")
         .prefetch_related("progress")
         .order_by("-created_at")[:RECENT]
@@ -41,6 +34,18 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "qc": quality_overview(),
     }
     return render(request, "frontend/dashboard.html", context)
+
+
+def _batch_row(batch: Batch) -> dict:
+    work = batch_human_work(batch_id=batch.pk, batch=batch)
+    return {
+        "batch": batch,
+        "progress": batch_progress(batch=batch),
+        "curation": batch_curation(batch=batch, spent=work.judgements_spent),
+        "work": work,
+        # Why an annotating batch waits (how much work is missing shows in its bars).
+        "stalls": [s for s in round_stall(batch=batch) if s.code != "missing"],
+    }
 
 
 @staff_required

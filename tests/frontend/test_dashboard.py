@@ -460,3 +460,23 @@ def test_the_wizard_asks_for_graded_qrels_of_chosen_proxies(staff, dataset, anno
         reverse("frontend:batch-new"), wizard_post(dataset=dataset.pk, relevance=["spice"])
     )
     assert response.status_code == 400 and Batch.objects.count() == 1  # refused, nothing made
+
+
+def test_the_dashboard_reads_each_batch_in_a_few_queries(client, annotating_batch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(get_user_model().objects.create_user("lead", is_staff=True))
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(reverse("frontend:dashboard")).status_code == 200
+        return len(captured)
+
+    one = queries()
+    for _ in range(4):  # four more annotating batches like the first, with the same HITs
+        copy = Batch.objects.get(pk=annotating_batch.pk)
+        copy.pk = None
+        copy.save()
+    per_batch = (queries() - one) / 4
+    assert per_batch <= 8  # work, money, curation, stalls: counted together, not apart
