@@ -92,7 +92,7 @@ def test_a_malformed_boolean_is_refused(tmp_path):
     assert "DEBUG must be a boolean" in result.stderr
 
 
-def test_login_rates_default_to_a_few_a_minute_and_can_be_switched_off(tmp_path):
+def test_rate_limits_default_to_a_few_a_minute_and_can_be_switched_off(tmp_path):
     rates = "s.REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']"
     default = _settings_probe({"MITL_VAR_DIR": str(tmp_path)}, rates)
     changed = _settings_probe(
@@ -101,15 +101,26 @@ def test_login_rates_default_to_a_few_a_minute_and_can_be_switched_off(tmp_path)
             "LOGIN_RATE_PER_IP": "off",
             "LOGIN_RATE_PER_USERNAME": "20/hour",
             "LOGIN_RATE_PER_ACCOUNT": "50/hour",
+            "MTURK_NEW_ASSIGNMENT_RATE_PER_IP": "off",
         },
         rates,
     )
     assert default.returncode == 0, default.stderr
     assert default.stdout.strip() == str(
-        {"login-ip": "10/min", "login-username": "5/min", "login-account": "20/min"}
+        {
+            "login-ip": "10/min",
+            "login-username": "5/min",
+            "login-account": "20/min",
+            "mturk-new-assignment": "60/hour",
+        }
     )
     assert changed.stdout.strip() == str(
-        {"login-ip": None, "login-username": "20/hour", "login-account": "50/hour"}
+        {
+            "login-ip": None,
+            "login-username": "20/hour",
+            "login-account": "50/hour",
+            "mturk-new-assignment": None,
+        }
     )
 
 

@@ -134,6 +134,12 @@ ENDPOINTS = [
     ),
     Endpoint("POST", "/api/batches/{batch}/start/", STAFF_ONLY),
     Endpoint("POST", "/api/batches/{batch}/cancel/", STAFF_ONLY),
+    Endpoint(
+        "POST",
+        "/api/batches/{annotating}/control/",
+        STAFF_ONLY,
+        body=lambda request: {"action": "pause"},
+    ),
     # reports: staff only
     Endpoint("GET", "/api/batches/{annotating}/diversity/", STAFF_ONLY),
     Endpoint("GET", "/api/batches/{released}/bias/", STAFF_ONLY),

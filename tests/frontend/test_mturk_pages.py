@@ -255,31 +255,37 @@ def test_a_resubmit_with_other_answers_is_a_409_that_keeps_the_stored_ones(publi
     assert sorted(Judgement.objects.values_list("item_id", "level")) == stored
 
 
-def test_forged_ids_do_not_fill_the_hit_nor_pile_up_workers(published):
+def test_forged_ids_are_bounded_per_hit_and_never_push_out_stored_work(published):
     hit = first_hit(published)
     HIT.objects.filter(pk=hit.pk).update(max_assignments=1)
-    forger = Client(enforce_csrf_checks=True)
-    for n in range(30):
-        worker, assignment = f"A1FORGED{n}", f"3FORGED{n}"
-        assert forger.get(accepted(hit, worker=worker, assignment=assignment)).status_code == 200
-        response = forger.post(
-            submit_url(hit, worker, assignment),
-            json.dumps(answers_for(hit, assignment)),
-            content_type="application/json",
-        )
-        assert response.status_code == 201
-    real = Client(enforce_csrf_checks=True)
-    page = real.get(accepted(hit, worker="A1REAL", assignment="3REAL"))
-    assert page.status_code == 200
-    assert "already has all" not in page.content.decode()
+    real = Client(enforce_csrf_checks=True, REMOTE_ADDR="198.51.100.4")
+    assert real.get(accepted(hit, worker="A1REAL", assignment="3REAL")).status_code == 200
     response = real.post(
         submit_url(hit, "A1REAL", "3REAL"),
         json.dumps(answers_for(hit, "3REAL")),
         content_type="application/json",
     )
     assert response.status_code == 201
+    stored = sorted(Judgement.objects.values_list("pk", "level"))
+    forger = Client(enforce_csrf_checks=True, REMOTE_ADDR="203.0.113.9")
+    statuses = []
+    for n in range(30):
+        worker, assignment = f"A1FORGED{n}", f"3FORGED{n}"
+        page = forger.get(accepted(hit, worker=worker, assignment=assignment))
+        statuses.append(page.status_code)
+        if page.status_code == 429:
+            assert int(page["Retry-After"]) > 0
+            continue
+        response = forger.post(
+            submit_url(hit, worker, assignment),
+            json.dumps(answers_for(hit, assignment)),
+            content_type="application/json",
+        )
+        assert response.status_code == 201
+    assert statuses == [200] * 10 + [429] * 20  # 1 + 10 unverified submissions per HIT
     assert Assignment.objects.get(external_id="3REAL").status == "submitted"
-    assert Worker.objects.filter(source="mturk").count() <= 15  # bounded, whatever forgers do
+    assert set(stored) <= set(Judgement.objects.values_list("pk", "level"))  # kept, all
+    assert Worker.objects.filter(source="mturk").count() == 11  # bounded, whatever forgers do
 
 
 def test_the_submit_and_the_page_after_it_never_tell_the_golden_result(published):
