@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo demo-check test serve worker bench bench-scale bench-curation bench-estimate bench-relevance soak lint clean chromium wordnet
+.PHONY: install migrate demo demo-check test serve worker bench bench-scale bench-curation bench-estimate bench-relevance bench-gpu soak lint clean chromium wordnet
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,11 @@ bench-estimate: install
 # per-pair implementation on a sample (needs ../shared/data/coco5k; a few minutes).
 bench-relevance: install wordnet
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_relevance.py
+
+# The CUDA paths (retrieval engine, open_clip annotator) checked and timed; says "skipped"
+# without a GPU (benchmarks/README.md).
+bench-gpu: install
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_gpu.py
 
 # Kills, restarts and load on a private stack (PostgreSQL and Redis binaries needed);
 # prints one JSON summary (docs/soak.md). Not part of `make test`: tests/test_soak.py

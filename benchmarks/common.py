@@ -171,7 +171,9 @@ def _status_kb(field: str) -> int:
 # --------------------------------------------------------------------------- report
 
 
-def report_line(benchmark: str, ratio: float, target: float, better: str, **fields: Any) -> None:
+def report_line(
+    benchmark: str, ratio: float | None, target: float, better: str, **fields: Any
+) -> None:
     """Print the report's last line: one JSON object, `ratio` compared with `target`."""
     print(
         json.dumps(
