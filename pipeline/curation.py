@@ -34,7 +34,7 @@ from annotation.models import (
     Ranking,
 )
 from mitl.config import BatchConfig
-from mitl.curation.budget import RoundBudget, repost_share, round_budget
+from mitl.curation.budget import MAX_ROUNDS, RoundBudget, repost_share, round_budget
 from mitl.curation.estimate import (
     STRATA,
     QueryUniverse,
@@ -54,7 +54,6 @@ from .truth import cumulative_verdicts, judged_batches
 FINISH_KEY = "finish_after_round"
 # Rounds stop once the unfound positives' upper bound falls below this share of those found.
 STOP_SHARE = 0.01
-MAX_ROUNDS = 100  # a guard: a round always spends at least one HIT of the budget
 TOP_QUERIES = 10  # queries listed with the most positives expected to remain
 
 

@@ -8,8 +8,8 @@ no earlier batch used starts from the generic prior. See `mitl.curation.planner`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from django.db.models import Count, Q
 
@@ -35,8 +35,18 @@ from mitl.curation.planner import (
 )
 from mitl.curation.policies import RANK_BANDS, band_yields, prior_yield
 from mitl.curation.rankings import QueryRankings
+from mitl.curation.target import DirectionPool
 
 from .curation import CurationInputs, curation_inputs, repost_share_of, universes_of
+from .plan_target import (
+    DIRECTIONS,
+    TargetPrediction,
+    found_before,
+    found_before_retrieval,
+    history_tail_rates,
+    ranked_pools,
+    target_prediction,
+)
 
 BUDGET_SHARES = (0.25, 0.5, 1.0, 1.5, 2.0)  # default budgets: shares of fixed's cost
 HISTORY_BATCHES = 5  # the most recent earlier batches with verdicts whose yields count
@@ -49,6 +59,7 @@ class Plan:
     fixed_judgements: int  # what fixed spends to judge every annotator's top k
     history: list[int]  # earlier batches whose verdicts gave the yields
     tail_rate: float | None
+    target: TargetPrediction | None = None  # what the config's `target_recall` takes
 
     @property
     def empty(self) -> str | None:
@@ -65,6 +76,7 @@ class Plan:
             "fixed_judgements": self.fixed_judgements,
             "history_batches": self.history,
             "tail_rate": self.tail_rate,
+            "target": None if self.target is None else self.target.to_json(),
             "points": [
                 {
                     "strategy": p.strategy,
@@ -96,7 +108,31 @@ def batch_plan(*, batch: Batch, config: BatchConfig, budgets: Sequence[int] = ()
     costs = PlanCosts(
         config.hit_size, config.items_per_hit, config.assignments_per_hit, repost_share_of(history)
     )
-    return _plan(chances, fixed, costs, config, budgets, _tail_pairs(inputs), history)
+    tails = _tail_pairs(inputs)
+    plan = _plan(chances, fixed, costs, config, budgets, sum(tails.values()), history)
+    if not config.target_recall:
+        return plan
+    items = {d: {q.item_id for q in inputs.queries if q.direction == d} for d in DIRECTIONS}
+    found = inputs.known | {pair for pair, positive in inputs.outcomes.items() if positive}
+    pools = ranked_pools(
+        inputs.rankings,
+        yields,
+        excluded,
+        tails=tails,
+        found=found_before(found, items),
+        tail_rates=history_tail_rates(history),
+        pooled_rate=plan.tail_rate,
+    )
+    return _with_target(plan, config, pools, costs)
+
+
+def _with_target(
+    plan: Plan, config: BatchConfig, pools: Mapping[str, DirectionPool] | None, costs: PlanCosts
+) -> Plan:
+    """The plan with what its `target_recall` takes, up to its largest budget if it has none."""
+    budgets = [point.budget for point in plan.points]
+    target = target_prediction(config, pools, budgets=budgets, reposts=costs.reposts)
+    return replace(plan, target=target)
 
 
 def _plan(
@@ -173,10 +209,23 @@ def config_plan(*, dataset: Dataset, config: BatchConfig, budgets: Sequence[int]
     n_images = dataset.images.count()
     n_captions = dataset.captions.filter(is_invalid=False).count()
     slots = config.depth * len(annotators)
-    tail = config.n_image_queries * max(n_captions - slots, 0) + config.n_caption_queries * max(
-        n_images - slots, 0
+    tails = {
+        "i2t": config.n_image_queries * max(n_captions - slots, 0),
+        "t2i": config.n_caption_queries * max(n_images - slots, 0),
+    }
+    plan = _plan(chances, fixed, costs, config, budgets, sum(tails.values()), history)
+    if not config.target_recall:
+        return plan
+    pools = ranked_pools(
+        rankings,
+        yields,
+        set(),
+        tails=tails,
+        found=found_before_retrieval(config, n_captions / max(n_images, 1)),
+        tail_rates=history_tail_rates(history),
+        pooled_rate=plan.tail_rate,
     )
-    return _plan(chances, fixed, costs, config, budgets, tail, history)
+    return _with_target(plan, config, pools, costs)
 
 
 def _history_yields(history: list[int]) -> dict[tuple[str, int], list[float]]:
@@ -200,8 +249,10 @@ def _history_tail_rate(history: list[int]) -> float | None:
     return counts["positive"] / counts["judged"]
 
 
-def _tail_pairs(inputs: CurationInputs) -> int:
+def _tail_pairs(inputs: CurationInputs) -> dict[str, int]:
+    """Each direction's pairs that no annotator ranks and nobody took."""
     taken = set(inputs.outcomes) | inputs.pending | inputs.known
-    return sum(
-        strata_sizes(universes_of(inputs, direction, taken))["tail"] for direction in ("i2t", "t2i")
-    )
+    return {
+        direction: strata_sizes(universes_of(inputs, direction, taken))["tail"]
+        for direction in DIRECTIONS
+    }

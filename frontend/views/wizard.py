@@ -41,7 +41,7 @@ from mitl.costs import (
 )
 from mitl.relevance.proxies import PROXIES
 from pipeline.launch import batch_create_with_queries, batch_launch
-from pipeline.plan import config_plan
+from pipeline.plan import Plan, config_plan
 
 from .access import staff_required
 from .known_fields import KnownFieldsForm, form_field_names
@@ -142,6 +142,15 @@ class BatchWizardForm(KnownFieldsForm):
         help_text="Every answer to one pair, golden pairs and re-posted work included.",
         widget=forms.NumberInput(attrs={"min": 0, "step": 1}),
     )
+    target_recall = forms.FloatField(
+        initial=0,
+        required=False,
+        min_value=0,
+        label="Target recall",
+        help_text="Stop the rounds once every direction's lower 95% bound of the estimated "
+        "recall reaches it (e.g. 0.8); 0 = spend the budget. The plan predicts what it takes.",
+        widget=forms.NumberInput(attrs={"min": 0, "max": 0.99, "step": 0.05}),
+    )
     golden_negative_depth = _number(
         DEFAULTS.golden_negative_depth,
         low=1,
@@ -233,6 +242,8 @@ class BatchWizardForm(KnownFieldsForm):
                 adjudication=data.get("adjudication") or "learned",
                 budget_judgements=data.get("budget_judgements") or 0,
             )
+            if data.get("target_recall"):
+                raw["target_recall"] = data["target_recall"]
         if data["query_mode"] == "list":
             raw["n_image_queries"] = len(data["image_ids"])
             raw["n_caption_queries"] = len(data["caption_ids"])
@@ -417,5 +428,19 @@ def batch_plan_preview(request: HttpRequest) -> HttpResponse:
     context = {
         "problem": problem,
         "plan": None if plan is None else {"svg": mark_safe(plan.chart_svg()), **plan.to_json()},
+        "target_money": plan and _target_money(plan, config, form.cleaned_data["reward"]),
     }
     return render(request, "frontend/plan_panel.html", context, status=200 if plan else 400)
+
+
+def _target_money(plan: Plan, config: BatchConfig, reward: Any) -> str | None:
+    """What the HITs up to a predicted `target_recall` cost on MTurk, at the typed reward."""
+    target = plan.target.plan if plan.target else None
+    rounds = target and (target.cost if target.reached else target.beyond_reached and target.beyond)
+    if not rounds:
+        return None
+    try:
+        cost = cost_estimate(config=config, reward_per_assignment=reward, hits=rounds.hits)
+    except ValueError:  # a reward below MTurk's minimum: the estimate beside the form says so
+        return None
+    return f"${cost.cost.total:,.2f}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 PRIOR_REPOST_SHARE = 0.15  # before any work was reviewed: a guess (crowds reject 10–30%)
 MIN_REPOST_SHARE = 0.05  # never plan as if no work could be rejected
+MAX_ROUNDS = 100  # a guard: a round always spends at least one HIT of the budget
 
 
 @dataclass(frozen=True)

@@ -19,26 +19,35 @@ and the positives never found, U_final, follow exactly from what was judged sinc
 Every round gives one such estimate; they are averaged with weights fixed by the design
 (n_r / N_r², never by the outcomes, so the average stays unbiased). Its variance sums the
 strata's N_h²(1 − n_h/N_h)·s_h²/n_h, s_h² the sample's own unbiased variance; the 95%
-interval is Fay and Feuer's gamma interval for a weighted count of positives
-(`gamma_interval`). Assumptions, said in docs/curation.md: the crowd's verdicts are the
-truth; sampled pairs whose HIT was never completed are left out of n_h (missing at random).
+interval is Fay and Kim's mid-p gamma interval for a weighted count of positives
+(`interval.midp_gamma_interval`). Assumptions, said in docs/curation.md: the crowd's
+verdicts are the truth; sampled pairs whose HIT was never completed are left out of n_h
+(missing at random).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
+from .interval import (  # noqa: F401  (the estimate's interval, read from here too)
+    ALPHA,
+    Bounds,
+    RemainingEstimate,
+    estimates_sum,
+    gamma_interval,
+    interval_estimate,
+    midp_gamma_interval,
+)
 from .rankings import Pair
 
 STRATA = ("top", "ranked", "tail")
 TOP_RANK = 10  # best rank (over annotators) of the `top` stratum: positives crowd there
 # Before any sample: a guess, used only to split the first sample over the strata.
 PRIOR_RATES = {"top": 0.3, "ranked": 0.1, "tail": 0.02}
-ALPHA = 0.05  # the interval is 95%
 # What every page says the estimated recall counts (the estimate's own assumption).
 RECALL_TRUTH = (
     "measured against the crowd's verdicts and the known positives on the batch's queries "
@@ -185,7 +194,7 @@ def tail_draw(
 class StratumSample:
     population: int  # N_h: unjudged pairs in the stratum when the sample was drawn
     judged: int  # n_h: sampled pairs that got a verdict
-    positives: int  # y_h
+    positives: float  # y_h (a whole number; a plan's expected one may not be)
     # Drawn by `design.predicted_sample` only (None for rounds drawn with the rank strata):
     predicted: float | None = None  # Σ of the fusion's predictions over the N_h pairs
     rate: float | None = None  # the yield anticipated when it was drawn (its allocation)
@@ -197,47 +206,7 @@ class RoundSample:
 
     round: int
     strata: Mapping[str, StratumSample]
-    positives_judged_later: int  # positives judged in later rounds (all were in U_r)
-
-
-@dataclass(frozen=True)
-class RemainingEstimate:
-    found: int
-    unfound: float
-    low: float  # 95% interval of the unfound positives
-    high: float
-    rounds_used: int
-    variance: float = 0.0  # of `unfound`, before it was clipped at zero
-    # What the interval is built on (`gamma_interval`): the weighted count of positives,
-    # the part of it known exactly (sampled and later-judged positives), the weight of one
-    # more sampled positive where one weighs most. unfound = max(counted − known, 0).
-    counted: float = 0.0
-    known: float = 0.0
-    heaviest: float = 0.0
-
-    @property
-    def recall(self) -> float:
-        return _recall(self.found, self.unfound)
-
-    @property
-    def recall_low(self) -> float:
-        return _recall(self.found, self.high)
-
-    @property
-    def recall_high(self) -> float:
-        return _recall(self.found, self.low)
-
-    def to_json(self) -> dict[str, float | int]:
-        return {
-            "found": self.found,
-            "unfound": round(self.unfound, 1),
-            "unfound_low": round(self.low, 1),
-            "unfound_high": round(self.high, 1),
-            "recall": round(self.recall, 4),
-            "recall_low": round(self.recall_low, 4),
-            "recall_high": round(self.recall_high, 4),
-            "rounds_used": self.rounds_used,
-        }
+    positives_judged_later: float  # positives judged in later rounds (all were in U_r)
 
 
 @dataclass(frozen=True)
@@ -261,11 +230,6 @@ def recall_wording(*, recall_low: float, recall_high: float) -> RecallWording:
     if recall_high - recall_low > RECALL_TOO_WIDE:
         warning = "interval too wide to act on: judge more random pairs"
     return RecallWording(truth=RECALL_TRUTH, warning=warning)
-
-
-def _recall(found: int, unfound: float) -> float:
-    total = found + max(unfound, 0.0)
-    return found / total if total > 0 else 1.0
 
 
 def stratum_variance(stratum: StratumSample) -> float:
@@ -300,34 +264,16 @@ def round_estimate(sample: RoundSample) -> tuple[float, float] | None:
     return total - sample.positives_judged_later, variance
 
 
-def gamma_interval(total: float, variance: float, weight: float) -> tuple[float, float]:
-    """95% bounds of a weighted count of positives (Fay and Feuer, Stat. Med. 16(7), 1997).
-
-    The count is taken as gamma-distributed with its mean and variance; the upper bound is
-    that of the count with one more positive of `weight`, so that a sample with few or no
-    positives still leaves room above: a normal interval is too narrow exactly where the
-    estimate is too low (few positives drawn), and has no width at all without any.
-    """
-    from scipy.special import gammaincinv  # scipy is heavy: only where an estimate is made
-
-    if total <= 0:
-        low = 0.0
-    elif variance <= 0:
-        low = total
-    else:
-        low = float(gammaincinv(total**2 / variance, ALPHA / 2)) * variance / total
-    shape = (total + weight) ** 2 / (variance + weight**2)
-    scale = (variance + weight**2) / (total + weight)
-    return low, float(gammaincinv(shape, 1 - ALPHA / 2)) * scale
-
-
-def remaining_estimate(found: int, samples: Sequence[RoundSample]) -> RemainingEstimate | None:
+def remaining_estimate(
+    found: int, samples: Sequence[RoundSample], bounds: Bounds | None = None
+) -> RemainingEstimate | None:
     """Combine every round's estimate of the positives never found; None without a sample.
 
     Rounds are averaged with weights n_r / N_r² fixed by the design. The interval is the
-    gamma interval of the weighted count Σ_r w_r Σ_h N_h·y_h/n_h (`gamma_interval`),
-    less what is known exactly: each round's sampled and later-judged positives. A round
-    whose sample covered every unjudged pair (a census) is exact: it alone decides.
+    mid-p gamma interval of the weighted count Σ_r w_r Σ_h N_h·y_h/n_h
+    (`interval.interval_estimate`; `bounds`: another one, for comparisons), less what is
+    known exactly: each round's sampled and later-judged positives. A round whose sample
+    covered every unjudged pair (a census) is exact: it alone decides.
     """
     estimates = []
     exact = []
@@ -350,7 +296,7 @@ def remaining_estimate(found: int, samples: Sequence[RoundSample]) -> RemainingE
     unfound = sum(value * w for _, (value, _), w in estimates) / weight_sum
     variance = sum(var * w * w for _, (_, var), w in estimates) / weight_sum**2
     counted, heaviest = _weighted_count([(sample, w / weight_sum) for sample, _, w in estimates])
-    return _interval_estimate(
+    return interval_estimate(
         found,
         counted=counted,
         known=counted - unfound,  # sampled and later-judged positives, weighted alike
@@ -361,57 +307,7 @@ def remaining_estimate(found: int, samples: Sequence[RoundSample]) -> RemainingE
             for sample, _, w in estimates
         ),
         rounds_used=len(estimates),
-    )
-
-
-def _interval_estimate(
-    found: int,
-    *,
-    counted: float,
-    known: float,
-    variance: float,
-    heaviest: float,
-    ceiling: float,
-    rounds_used: int,
-) -> RemainingEstimate:
-    """The unfound positives `counted − known` with the gamma interval of `counted`.
-
-    `ceiling` is what `counted` would be if every unjudged pair were positive: no bound
-    goes above it.
-    """
-    low, high = gamma_interval(counted, variance, heaviest)
-    return RemainingEstimate(
-        found=found,
-        unfound=max(counted - known, 0.0),
-        low=max(low - known, 0.0),
-        high=max(min(high, ceiling) - known, 0.0),
-        rounds_used=rounds_used,
-        variance=variance,
-        counted=counted,
-        known=known,
-        heaviest=heaviest,
-    )
-
-
-def estimates_sum(found: int, parts: Sequence[RemainingEstimate]) -> RemainingEstimate | None:
-    """Add up estimates of disjoint parts of a population (independent samples).
-
-    The weighted counts, what is known of them and their variances add; the interval is
-    the sum's own gamma interval, with the heaviest part's weight of one more positive.
-    None without parts.
-    """
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return replace(parts[0], found=found)
-    return _interval_estimate(
-        found,
-        counted=sum(part.counted for part in parts),
-        known=sum(part.known for part in parts),
-        variance=sum(part.variance for part in parts),
-        heaviest=max(part.heaviest for part in parts),
-        ceiling=sum(part.high + part.known for part in parts),
-        rounds_used=max(part.rounds_used for part in parts),
+        bounds=bounds,
     )
 
 
@@ -419,7 +315,7 @@ def _weighted_count(weighted: Sequence[tuple[RoundSample, float]]) -> tuple[floa
     """Σ_r w_r Σ_h N_h·y_h/n_h, and what one more sampled positive would weigh at most.
 
     A stratum's positive weighs Σ_r w_r·N_h / Σ_r n_h over the rounds (its rounds' samples
-    pooled); the heaviest stratum's is the one `gamma_interval` adds.
+    pooled); the heaviest stratum's is the one the interval adds (`midp_gamma_interval`).
     """
     counted = 0.0
     pooled: dict[str, list[float]] = {}  # stratum → [Σ_r w_r·N_h, Σ_r n_h]

@@ -34,6 +34,7 @@ def test_two_seeds_run_and_end_with_both_estimators_figures() -> None:
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["benchmark"] == "estimate" and report["cases"] == 8
     names = {"rank_strata", "rank_strata_new_interval", "model_assisted"}
+    names |= {"model_assisted_fay_feuer"}
     assert set(report["interval_coverage"]) == set(report["mean_half_width"]) == names
     assert all(0 <= value <= 1 for value in report["interval_coverage"].values())
     assert all(0 < value < 0.5 for value in report["mean_half_width"].values())

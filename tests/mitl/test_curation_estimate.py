@@ -17,6 +17,7 @@ from mitl.curation.estimate import (
     RoundSample,
     StratumSample,
     gamma_interval,
+    midp_gamma_interval,
     neyman_allocation,
     remaining_estimate,
     round_estimate,
@@ -88,6 +89,26 @@ def test_gamma_interval_by_hand() -> None:
     assert gamma_interval(0.0, 0.0, 10.0) == (0.0, pytest.approx(-10 * math.log(0.025)))
 
 
+def test_midp_gamma_interval_by_hand() -> None:
+    """The 2.5% and 97.5% points of the even mixture of the count's gamma and the count's
+    with one more positive (Fay and Kim 2017): inside Fay and Feuer's interval."""
+    total, variance, weight = 120.0, 900.0, 10.0
+    low, high = midp_gamma_interval(total, variance, weight)
+    observed = stats.gamma(16, scale=7.5)
+    one_more = stats.gamma(130**2 / 1000, scale=1000 / 130)
+    for bound, point in ((low, 0.025), (high, 0.975)):
+        assert (observed.cdf(bound) + one_more.cdf(bound)) / 2 == pytest.approx(point, abs=1e-9)
+    conservative = gamma_interval(total, variance, weight)
+    assert conservative[0] < low < total < high < conservative[1]
+    # No positive sampled: half the mixture sits at 0, so nothing below, and above the 95%
+    # point of one positive of weight 10 (an exponential) instead of its 97.5% point.
+    assert midp_gamma_interval(0.0, 0.0, 10.0) == (0.0, pytest.approx(-10 * math.log(0.05)))
+    # A count known exactly (no variance) is a point mass: the bounds straddle it.
+    low, high = midp_gamma_interval(30.0, 0.0, 5.0)
+    assert low < 30 < high
+    assert stats.gamma(35**2 / 25, scale=25 / 35).cdf(low) / 2 == pytest.approx(0.025, abs=1e-9)
+
+
 def test_remaining_estimate_interval_by_hand() -> None:
     first = RoundSample(
         0, {"top": StratumSample(200, 10, 4), "tail": StratumSample(5000, 20, 1)}, 30
@@ -106,7 +127,7 @@ def test_remaining_estimate_interval_by_hand() -> None:
     variance = w1**2 * round_estimate(first)[1] + w2**2 * round_estimate(second)[1]
     # A tail positive weighs most: Σ_r w_r·N_tail over the tail's 40 judged pairs.
     heaviest = (w1 * 5000 + w2 * 4980) / 40
-    low, high = gamma_interval(counted, variance, heaviest)
+    low, high = midp_gamma_interval(counted, variance, heaviest)
     known = counted - estimate.unfound
     assert (estimate.low, estimate.high) == (
         pytest.approx(low - known),

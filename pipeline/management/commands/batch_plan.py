@@ -7,7 +7,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchState, Dataset
-from mitl.config import ConfigError, batch_config, budgetless, parse_planning_config
+from mitl.config import (
+    BatchConfig,
+    ConfigError,
+    batch_config,
+    budgetless,
+    parse_batch_config,
+    parse_planning_config,
+)
 from pipeline.launch import batch_create_with_queries
 from pipeline.plan import Plan, batch_plan, config_plan
 from pipeline.stages import batch_run_until
@@ -33,19 +40,29 @@ class Command(BaseCommand):
             default="",
             help="judgements, comma-separated (default: shares of what fixed would spend)",
         )
+        parser.add_argument(
+            "--target-recall",
+            type=float,
+            help="predict what reaching this lower recall bound takes (default: the config's "
+            "`target_recall`; adaptive only)",
+        )
         parser.add_argument("--chart", type=Path, help="write the chart here (SVG)")
         parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
     def handle(self, *args: object, **options: object) -> None:
         budgets = _budgets(options["budget"])
+        target = options["target_recall"]
         raw = None if options["batch"] is not None else _raw_config(options)
         if budgetless(raw):
+            if target is not None:  # checked with the rest of the config
+                raw = {**raw, "target_recall": target}
             self._report(_config_plan(options, raw, budgets), None, options)
             return
         batch = _batch(options, raw)
         try:
-            plan = batch_plan(batch=batch, config=batch_config(batch), budgets=budgets)
-        except ServiceError as exc:
+            config = _with_target(batch_config(batch), target)
+            plan = batch_plan(batch=batch, config=config, budgets=budgets)
+        except (ConfigError, ServiceError) as exc:
             raise CommandError(str(exc)) from exc
         self._report(plan, batch, options)
 
@@ -83,6 +100,8 @@ class Command(BaseCommand):
                 "Recall: no earlier adaptive batch sampled the pairs nobody ranks, so the "
                 "positives there are unknown."
             )
+        if plan.target is not None:
+            out.write(plan.target.sentence)
         if batch is None:
             out.write(
                 "Add the budget you choose to the config as `budget_judgements`: then "
@@ -103,6 +122,13 @@ def _table(out: OutputWrapper, plan: Plan) -> None:
             f"{point.budget:>8}  {point.strategy:<9}{point.judgements:>11}{point.pairs:>8}"
             f"{point.positives:>11.0f}{recall:>8}"
         )
+
+
+def _with_target(config: BatchConfig, target: float | None) -> BatchConfig:
+    """The batch's config with `--target-recall` instead of its own, checked as a config is."""
+    if target is None:
+        return config
+    return parse_batch_config({**config.to_json(), "target_recall": target})
 
 
 def _budgets(text: str) -> list[int]:
