@@ -111,7 +111,7 @@ class MTurkFlood:
         self.standin = standin
         self.genuine = genuine
         self.forged = forged
-        self.forged_addresses = forged_addresses
+        self.forged_addresses = max(1, forged_addresses)
         self.forged_hits = forged_hits
         self.batch_id = 0
         self.hit_ids: list[str] = []  # MTurk's HITIds, in the batch's order
@@ -243,12 +243,18 @@ class MTurkFlood:
         while (n := ticket()) is not None:
             if paced_by is not None:
                 _wait_for(paced_by, n / max(1, self.forged))
-            hit_id = rng.choice(targets)
-            page = self._open(hit_id, mturk_id("AF"), mturk_id("3F"), address)
-            self.stats.saw("forged", "open", page.status)
-            if page.status == 200 and page.submit_url:
-                posted = self._submit(page.submit_url, _answers(page.numbers, rng), address)
-                self.stats.saw("forged", "submit", posted.status)
+            try:
+                self._forged_attempt(rng.choice(targets), address, rng)
+            except Exception as exc:  # counted, and the flood goes on (genuine work waits on it)
+                with self.stats.lock:
+                    self.stats.statuses[f"forged failed {type(exc).__name__}"] += 1
+
+    def _forged_attempt(self, hit_id: str, address: str, rng: random.Random) -> None:
+        page = self._open(hit_id, mturk_id("AF"), mturk_id("3F"), address)
+        self.stats.saw("forged", "open", page.status)
+        if page.status == 200 and page.submit_url:
+            posted = self._submit(page.submit_url, _answers(page.numbers, rng), address)
+            self.stats.saw("forged", "submit", posted.status)
 
     # --- the HIT page over HTTP -----------------------------------------------------------
 
