@@ -37,18 +37,29 @@ def request(
     port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None
 ) -> tuple[int, Any]:
     """One request on a fresh connection; (status, parsed JSON or text); (0, error) if dropped."""
+    status, data, _ = exchange(port, method, path, body, headers)
+    if status == DROPPED:
+        return DROPPED, data.decode()
+    if not data:
+        return status, None
+    try:
+        return status, json.loads(data)
+    except ValueError:
+        return status, data[:300].decode(errors="replace")
+
+
+def exchange(
+    port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None
+) -> tuple[int, bytes, dict[str, str]]:
+    """One request on a fresh connection: (status, whole body, response headers); a dropped
+    connection is (0, the error's repr, {})."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         response = conn.getresponse()
         data = response.read()
     except (OSError, http.client.HTTPException) as exc:
-        return DROPPED, repr(exc)
+        return DROPPED, repr(exc).encode(), {}
     finally:
         conn.close()
-    if not data:
-        return response.status, None
-    try:
-        return response.status, json.loads(data)
-    except ValueError:
-        return response.status, data[:300].decode(errors="replace")
+    return response.status, data, dict(response.getheaders())

@@ -98,8 +98,13 @@ def submissions_run(
     clients: int,
     kill_every_s: float,
     outage_s: float,
+    alongside: Callable[[Callable[[], float]], None] | None = None,
 ) -> dict[str, Any]:
-    """`submissions` whole HITs from `clients` workers while the stack is disrupted."""
+    """`submissions` whole HITs from `clients` workers while the stack is disrupted.
+
+    `alongside`: another load (the `mturk` part's) run in a thread during this one, given
+    this one's progress (the share of HITs handed out); the disruptions go on until it ends.
+    """
     batch_id = annotating_batch(
         "soak submissions", n_hits=submissions // 4 + clients, max_assignments=4
     )
@@ -134,15 +139,25 @@ def submissions_run(
         threading.Thread(target=_client_loop, args=(browser, i, take, stats))
         for i, browser in enumerate(browsers)
     ]
+    clients_done = threading.Event()
+    if alongside is not None:
+
+        def progress() -> float:
+            return 1.0 if clients_done.is_set() else handed() / submissions
+
+        helpers.append(threading.Thread(target=alongside, args=(progress,)))
     started = time.monotonic()
     for thread in helpers + threads:
         thread.start()
     for thread in threads:
         thread.join()
+    clients_done.set()
+    seconds = time.monotonic() - started
+    if alongside is not None:
+        helpers[-1].join()  # the kills go on until the other load is done too
     done.set()
     for thread in helpers:
         thread.join()
-    seconds = time.monotonic() - started
     health, _ = request(stack.port, "GET", "/api/health/")
     connections.close_all()  # this process's connection died with the database restart
     ledger = ledger_check(batch_id, stats.accepted)

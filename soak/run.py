@@ -1,6 +1,7 @@
 """`make soak`: the platform's guarantees under kills, restarts and load, in one JSON line.
 
     python -m soak.run [--submissions 10000] [--clients 32] [--next-hit 1000] [--parts ...]
+        [--mturk-genuine 40] [--mturk-forged 1000] [--mturk-forged-addresses 4]
 
 Builds its own stack in a temporary folder (PostgreSQL, Redis, gunicorn, Celery workers
 with beat), never the machine's services, and prints one JSON summary; the exit status is
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from .client import request
+from .mturk import mturk_env
+from .mturk_standin import MTurkStandIn
 from .processes import PrivatePostgres, PrivateRedis, Service, free_port, gunicorn, wait_until
 
-PARTS = ("stages", "next-hit", "submissions")
+PARTS = ("stages", "next-hit", "submissions", "mturk")
 STAGES = ("retrieving", "pooling", "building", "aggregating")
 # The figures that must be zero for the run to pass.
 PROMISED_ZEROS = {
@@ -37,13 +40,26 @@ PROMISED_ZEROS = {
     ),
     "next_hit": ("over_assignment", "workers_with_two"),
     "stages": ("different_releases",),
+    "mturk": (
+        "genuine_lost",
+        "genuine_refused",
+        "forged_confirmed",
+        "server_errors_other_than_503",
+    ),
 }
 
 
 class Stack:
     """The run's private services and the environment every process of it shares."""
 
-    def __init__(self, folder: Path, *, gunicorn_workers: int, fault_pauses: str) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        gunicorn_workers: int,
+        fault_pauses: str,
+        standin: MTurkStandIn | None = None,
+    ) -> None:
         self.folder = folder
         self.postgres = PrivatePostgres(folder / "postgres")
         self.redis = PrivateRedis(folder)
@@ -68,6 +84,8 @@ class Stack:
             "TASK_STALE_S": "4",
             "TASK_RECOVER_EVERY_S": "2",
         }
+        if standin is not None:  # the `mturk` part: MTurk is the run's stand-in
+            self.env.update(mturk_env(standin, self.port))
         web_env = {**self.env, "MITL_FAULT_PAUSES": fault_pauses}
         self.gunicorn: Service = gunicorn(
             web_env, folder, port=self.port, workers=gunicorn_workers, threads=4
@@ -112,30 +130,23 @@ class Stack:
 
 def soak_run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the chosen parts on a fresh stack; the summary of each, and whether all held."""
-    from .load import next_hit_storm, submissions_run
-    from .stages import stage_kills_run
-
     with tempfile.TemporaryDirectory(prefix="mitl-soak-") as tmp:
         folder = Path(tmp)
         os.chmod(folder, 0o755)  # PostgreSQL's own account reads its folder inside it
-        stack = Stack(folder, gunicorn_workers=args.gunicorn_workers, fault_pauses="submit=0.02")
-        summary: dict[str, Any] = {}
+        standin = MTurkStandIn().start() if "mturk" in args.parts else None
+        stack = Stack(
+            folder,
+            gunicorn_workers=args.gunicorn_workers,
+            fault_pauses="submit=0.02",
+            standin=standin,
+        )
         try:
             stack.start()
-            if "stages" in args.parts:
-                summary["stages"] = stage_kills_run(stack, stages=args.stages)
-            if "next-hit" in args.parts:
-                summary["next_hit"] = next_hit_storm(stack, requests=args.next_hit)
-            if "submissions" in args.parts:
-                summary["submissions"] = submissions_run(
-                    stack,
-                    submissions=args.submissions,
-                    clients=args.clients,
-                    kill_every_s=args.kill_every,
-                    outage_s=args.outage,
-                )
+            summary = _parts_run(stack, standin, args)
         finally:
             stack.stop()
+            if standin is not None:
+                standin.stop()
     broken = [
         f"{part}.{name}"
         for part, names in PROMISED_ZEROS.items()
@@ -144,6 +155,46 @@ def soak_run(args: argparse.Namespace) -> dict[str, Any]:
         if summary[part][name]
     ]
     return {"passed": not broken, "broken": broken, **summary}
+
+
+def _parts_run(stack: Stack, standin: MTurkStandIn | None, args: argparse.Namespace):
+    """The chosen parts, in order; the `mturk` flood runs during `submissions` if both run."""
+    from .load import next_hit_storm, submissions_run
+    from .mturk import MTurkFlood
+    from .mturk_checks import mturk_report
+    from .stages import stage_kills_run
+
+    summary: dict[str, Any] = {}
+    flood = None
+    if standin is not None:
+        flood = MTurkFlood(
+            stack,
+            standin,
+            genuine=args.mturk_genuine,
+            forged=args.mturk_forged,
+            forged_addresses=args.mturk_forged_addresses,
+            forged_hits=args.mturk_forged_hits,
+        )
+    if "stages" in args.parts:
+        summary["stages"] = stage_kills_run(stack, stages=args.stages)
+    if "next-hit" in args.parts:
+        summary["next_hit"] = next_hit_storm(stack, requests=args.next_hit)
+    if flood is not None:
+        flood.prepare()
+    if "submissions" in args.parts:
+        summary["submissions"] = submissions_run(
+            stack,
+            submissions=args.submissions,
+            clients=args.clients,
+            kill_every_s=args.kill_every,
+            outage_s=args.outage,
+            alongside=flood.load if flood is not None else None,
+        )
+    elif flood is not None:
+        flood.load()
+    if flood is not None:
+        summary["mturk"] = mturk_report(flood)
+    return summary
 
 
 def parser() -> argparse.ArgumentParser:
@@ -156,6 +207,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--outage", type=float, default=5.0, help="s Redis and PostgreSQL stay down")
     p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
+    p.add_argument(
+        "--mturk-genuine",
+        type=int,
+        default=40,
+        help="genuine MTurk assignments, 2 per HIT (40: 20 HITs)",
+    )
+    p.add_argument(
+        "--mturk-forged",
+        type=int,
+        default=1000,
+        help="forged attempts (open a HIT page with made-up ids, submit if let in) (1000)",
+    )
+    p.add_argument(
+        "--mturk-forged-addresses",
+        type=int,
+        default=4,
+        help="client addresses the forged attempts come from (4)",
+    )
+    p.add_argument(
+        "--mturk-forged-hits",
+        type=int,
+        default=0,
+        help="HITs the flood aims at, the first ones (0: all the genuine workers' HITs)",
+    )
     return p
 
 

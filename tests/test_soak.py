@@ -1,4 +1,5 @@
-"""`make soak`, scaled down: every part runs, and every promised zero is zero.
+"""`make soak`, scaled down: every part runs (the MTurk flood during the submissions' kills
+and outages), and every promised zero is zero.
 
 It builds its own PostgreSQL cluster and Redis (so it may kill and restart them), which
 needs PostgreSQL's server binaries and redis-server on this machine; it skips without them.
@@ -36,6 +37,7 @@ def test_a_small_soak_run_keeps_every_promise(tmp_path):
     argv = [
         sys.executable, "-m", "soak.run", "--submissions", "300", "--clients", "8",
         "--next-hit", "150", "--stages", "aggregating", "--kill-every", "0.5",
+        "--mturk-genuine", "16", "--mturk-forged", "200",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -55,3 +57,8 @@ def test_a_small_soak_run_keeps_every_promise(tmp_path):
     assert storm["assigned"] == storm["slots"] == 90  # every slot filled, none twice
     killed = summary["stages"]["killed_in"]["aggregating"]
     assert killed["same_release_as_undisturbed"] and killed["resent_after_s"] is not None
+    mturk = summary["mturk"]  # the forged flood ran during the submissions' kills and outages
+    assert mturk["genuine_accepted"] == mturk["genuine_workers"] == 16
+    assert mturk["forged_attempts"] == 200
+    assert mturk["forged_429"] > 0  # the flood was held back, not just let through
+    assert mturk["sync"]["problems"] == 0

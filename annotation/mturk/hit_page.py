@@ -43,7 +43,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotation.errors import ServiceError
+from annotation.errors import ServiceError, StateConflict
 from annotation.handout import ACTIVE_STATUSES, assignment_create, hits_recount_slots
 from annotation.models import (
     HIT,
@@ -106,9 +106,12 @@ def mturk_assignment_open(
         return _follow_new_assignment(previous, assignment_id, now)
     if hit.batch.paused_at is not None:
         raise ServiceError("this batch is paused: please return this HIT on MTurk")
+    # MTurk is asked before any lock is taken. A newcomer refused because the HIT's pool is
+    # full is not counted against its address: a genuine worker told to try again later
+    # would otherwise use up its address's allowance by trying.
+    _unverified_bound(hit, now, client)
     if admit is not None:
         admit()
-    _unverified_bound(hit, now, client)  # MTurk is asked before any lock is taken
     deadline = _deadline(hit.batch, now)
     try:
         with transaction.atomic():  # the HIT stays locked until the MTurk id is on it
@@ -333,21 +336,31 @@ def mturk_assignment_submit(
     up for another worker's slot while its worker was still on it is reopened first.
     """
     now = now or timezone.now()
+    conflict: StateConflict | None = None
     try:
-        assignment = _reclaim(_reloaded(assignment.pk), now)
-        return assignment_submit(
-            assignment=assignment,
-            answers=answers,
-            followups_required=batch_config(assignment.hit.batch).followups,
-            golden_policy="review_all",  # the sync applies the policy once MTurk confirms
-            worker=assignment.worker,
-            now=now,
-            by_page=by_page,
-        )
+        # One transaction, the HIT's row locked first (see handout.hits_lock): a slot taken
+        # back (`_reclaim`) stays this work's until its answers are stored, and no newcomer
+        # can give the work up between the look at its state and the submit.
+        with transaction.atomic():
+            HIT.objects.select_for_update().filter(pk=assignment.hit_id).first()
+            assignment = _reclaim(_reloaded(assignment.pk), now)
+            try:
+                return assignment_submit(
+                    assignment=assignment,
+                    answers=answers,
+                    followups_required=batch_config(assignment.hit.batch).followups,
+                    golden_policy="review_all",  # the sync applies it once MTurk confirms
+                    worker=assignment.worker,
+                    now=now,
+                    by_page=by_page,
+                )
+            except StateConflict as exc:  # kept: what the submit recorded (work found late)
+                conflict = exc
     except Assignment.DoesNotExist:  # given up unsubmitted, then deleted (_unsubmitted_trim)
         raise ServiceError(
             "this assignment is no longer open here: reload the HIT from MTurk"
         ) from None
+    raise conflict
 
 
 def mturk_assignment_find(*, assignment_id: str, worker_id: str, hit_id: str) -> Assignment | None:

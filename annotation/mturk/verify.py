@@ -4,7 +4,10 @@ The page cannot tell a real (assignmentId, workerId) pair from a made-up one. MT
 only once the worker has submitted there: `GetAssignment` answers for Submitted, Approved
 and Rejected assignments, and not for one still being worked on. The HIT page posts the
 answers here first and to MTurk right after, so a genuine submission is known to MTurk
-seconds after it is stored here; `VERIFY_AFTER` leaves it a generous margin.
+seconds after it is stored here; `VERIFY_AFTER` leaves it a margin. A short one: while a
+HIT's pool is full its newcomers wait (`hit_page`), and only work that was asked about
+leaves the pool; asking a little early costs genuine work nothing (set apart, kept, still
+confirmed by the sync).
 
 The answers (`MTurkCheck`) never delete anything and never decide anything: MTurk-confirmed
 work leaves the HIT's unverified pool (the sync would confirm it anyway); work MTurk did not
@@ -34,8 +37,10 @@ from .state import is_production, state_read
 
 logger = logging.getLogger(__name__)
 
-# A genuine worker's browser submits to MTurk right after storing the answers here.
-VERIFY_AFTER = timedelta(minutes=2)
+# A genuine worker's browser submits to MTurk right after storing the answers here. Not
+# minutes: a flood's fresh submissions would lock a HIT's newcomers out until then (the soak's
+# `mturk` part: genuine workers refused for the 2 minutes this once was).
+VERIFY_AFTER = timedelta(seconds=10)
 # One page request spends at most this long asking MTurk, once per HIT per interval.
 VERIFY_BUDGET_S = 5.0
 VERIFY_EVERY_S = 30
