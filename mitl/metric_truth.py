@@ -62,21 +62,29 @@ def prepare(positives: Positives, gains: Gains | None = None) -> Truth:
     without a gain counts 1. Queries without positives are left out.
     """
     queries = [q for q, targets in positives.items() if len(targets)]
-    sets = [set(positives[q]) for q in queries]
-    counts = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
-    pos_rows = np.repeat(np.arange(len(queries), dtype=np.int64), counts)
-    pos_targets = flatten_ids(sets, None)
+    listed = [positives[q] for q in queries]
+    lengths = np.fromiter(map(len, listed), dtype=np.int64, count=len(listed))
+    pos_rows = np.repeat(np.arange(len(queries), dtype=np.int64), lengths)
+    pos_targets = flatten_ids(listed, None)
     graded_rows, graded_targets, graded_values = _graded_pairs(queries, gains)
-    targets = np.unique(np.concatenate([pos_targets, graded_targets]))
+    targets = _sorted_unique(np.concatenate([pos_targets, graded_targets]))
     stride = len(targets) + 1
-    positive_keys = np.sort(pos_rows * stride + np.searchsorted(targets, pos_targets) + 1)
+    code_table = _code_table(targets)
+    # A target listed twice for a query is one positive (a set of them, as R counts them).
+    positive_keys = _sorted_unique(
+        pos_rows * stride + _target_codes(targets, code_table, pos_targets)
+    )
+    counts = np.bincount(positive_keys // stride, minlength=len(queries))
     # Gains: the graded pairs, then 1 for each positive without one (np.unique keeps the
     # first of equal keys); pairs that gain nothing are dropped.
-    graded_keys = graded_rows * stride + np.searchsorted(targets, graded_targets) + 1
-    all_keys = np.concatenate([graded_keys, positive_keys])
-    all_values = np.concatenate([graded_values, np.ones(len(positive_keys))])
-    gain_keys, first = np.unique(all_keys, return_index=True)
-    gain_values = all_values[first]
+    graded_keys = graded_rows * stride + _target_codes(targets, code_table, graded_targets)
+    if len(graded_keys):
+        all_keys = np.concatenate([graded_keys, positive_keys])
+        all_values = np.concatenate([graded_values, np.ones(len(positive_keys))])
+        gain_keys, first = np.unique(all_keys, return_index=True)
+        gain_values = all_values[first]
+    else:
+        gain_keys, gain_values = positive_keys, np.ones(len(positive_keys))
     gain_keys, gain_values = gain_keys[gain_values > 0], gain_values[gain_values > 0]
     gain_rows = gain_keys // stride
     ideal = np.lexsort((-gain_values, gain_rows))
@@ -87,7 +95,7 @@ def prepare(positives: Positives, gains: Gains | None = None) -> Truth:
         counts=counts,
         targets=targets,
         stride=stride,
-        code_table=_code_table(targets),
+        code_table=code_table,
         positive_keys=positive_keys,
         positive_bits=_bit_set(positive_keys, len(queries) * stride),
         gain_keys=gain_keys,
@@ -99,15 +107,34 @@ def prepare(positives: Positives, gains: Gains | None = None) -> Truth:
     )
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Return the distinct values, ascending (np.unique hashes first: 20 times slower here)."""
+    ordered = np.sort(values)
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+def _target_codes(targets: np.ndarray, table: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
+    """Return 1 + the index in `targets` of each id, all of which are in it."""
+    if table is not None:
+        return table[ids + 1].astype(np.int64)
+    return np.searchsorted(targets, ids) + 1
+
+
 def _graded_pairs(
     queries: list[int], gains: Gains | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return (row, target, gain) of every graded pair of the given queries."""
+    if gains is None:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, np.empty(0, dtype=np.float64)
     rows: list[int] = []
     targets: list[int] = []
     values: list[float] = []
     for row, query in enumerate(queries):
-        for target, gain in (gains or {}).get(query, {}).items():
+        for target, gain in gains.get(query, {}).items():
             if not (math.isfinite(gain) and gain >= 0):
                 raise MetricError(f"the gain of query {query}, target {target} is {gain!r}")
             rows.append(row)

@@ -29,6 +29,7 @@ from mitl.evaluation_inputs import (
     EvaluationError,
     RankingLimitError,
     RankingsByDirection,
+    decode_checked,
     rankings_parse,
 )
 
@@ -80,13 +81,23 @@ def rankings_limited(data: Any, limits: RankingLimits) -> RankingsByDirection:
 def rankings_from_bytes(content: bytes, limits: RankingLimits) -> RankingsByDirection:
     """Check a rankings file's bytes against every limit, parse them and check the shape."""
     limits.refuse_size(len(content))
+    return decode_checked(
+        content,
+        lambda data: rankings_parse(
+            data, max_length=limits.max_depth, max_queries=limits.max_queries, json_types=True
+        ),
+        _json_exact,
+    )
+
+
+def _json_exact(content: bytes) -> Any:
+    """Decode with the standard library, whose messages the errors quote."""
     try:
-        data = json.loads(content)
+        return json.loads(content)
     except (ValueError, UnicodeDecodeError) as exc:
         raise EvaluationError(f"not valid JSON ({exc})") from None
     except RecursionError:
         raise EvaluationError("not valid JSON (arrays or objects are nested too deeply)") from None
-    return rankings_limited(data, limits)
 
 
 def rankings_file_limited(path: Path | str, limits: RankingLimits) -> RankingsByDirection:

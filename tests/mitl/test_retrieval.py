@@ -258,9 +258,18 @@ def exact_vectors(
     return draw(n_images), draw(n_captions)
 
 
-@pytest.fixture(params=["numpy", "threshold", "topk"])
+@pytest.fixture(params=["numpy", "threshold", "threshold-dense-split", "topk"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test on each path; small groups make the group selection work on small data."""
+    """Run a test on each path; small groups make the group selection work on small data.
+
+    "threshold-dense-split" ranks keys in dense rows rather than by one packed sort (as for
+    corpora too large to pack), splits every block's work into 3 threads and compares the
+    columns a few rows at a time.
+    """
+    if request.param == "threshold-dense-split":
+        monkeypatch.setattr("mitl.retrieval.keys._PACK_BITS", 0)
+        monkeypatch.setattr("mitl.retrieval.threshold._PARTS", 3)
+        monkeypatch.setattr("mitl.retrieval.threshold._MASK_ENTRIES", 600)
     monkeypatch.setattr("mitl.retrieval.threshold._ROW_GROUP", 4)
     monkeypatch.setattr("mitl.retrieval.threshold._COLUMN_GROUP", 3)
     monkeypatch.setattr("mitl.retrieval.torch_topk._ROW_GROUP", 4)
