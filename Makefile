@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo demo-check test serve worker bench bench-scale bench-curation bench-estimate bench-relevance bench-gpu soak lint clean chromium wordnet
+.PHONY: install migrate demo demo-check test serve worker bench bench-scale bench-curation bench-estimate bench-relevance bench-gpu bench-pages soak lint clean chromium wordnet
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,10 @@ bench-estimate: install
 # per-pair implementation on a sample (needs ../shared/data/coco5k; a few minutes).
 bench-relevance: install wordnet
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_relevance.py
+
+# Every page of the demo database timed as staff and as an annotator (p95 against 300 ms).
+bench-pages: install wordnet
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_pages.py
 
 # The CUDA paths (retrieval engine, open_clip annotator) checked and timed; says "skipped"
 # without a GPU (benchmarks/README.md).

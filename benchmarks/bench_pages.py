@@ -48,9 +48,8 @@ def demo_database(var: Path) -> None:
         return
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env |= {"MITL_VAR_DIR": str(var), "HF_HUB_OFFLINE": "1"}
-    subprocess.run(
-        [sys.executable, "manage.py", "demo", *DEMO_ARGS], cwd=REPO_ROOT, env=env, check=True
-    )
+    for command in (["migrate", "--verbosity", "0"], ["demo", *DEMO_ARGS]):
+        subprocess.run([sys.executable, "manage.py", *command], cwd=REPO_ROOT, env=env, check=True)
 
 
 def django_on(var: Path) -> None:
@@ -82,11 +81,12 @@ def ids_from_database(annotator: str) -> dict[str, int]:
         "batch_id": latest(Batch),
         "release_id": latest(Release),
         "dataset_id": latest(Dataset),
-        "worker_id": latest(Worker, user__username=annotator),
+        "worker_id": latest(Worker, user__username=annotator) or latest(Worker),
         "evaluation_id": latest(Evaluation),
         "job_id": latest(ImportJob),
         "assignment_id": own,
-        "review_assignment_id": latest(Assignment, status="submitted") or own,
+        "review_assignment_id": latest(Assignment, status="submitted")
+        or latest(Assignment, status="approved"),
     }
 
 
@@ -100,7 +100,7 @@ def page_paths(ids: dict[str, int | None]) -> list[str]:
         names = [m["name"] for m in _PARAM.finditer(route)]
         if "signature" in names or any(ids.get(name) is None for name in names):
             continue
-        if route.startswith("review/<int:assignment_id>"):
+        if route.startswith("review/<int:assignment_id>") and ids["review_assignment_id"]:
             route = route.replace("<int:assignment_id>", str(ids["review_assignment_id"]))
         path = _PARAM.sub(lambda m: str(ids[m["name"]]), route)
         paths.append("/" + path)
@@ -112,7 +112,7 @@ def timed_pages(username: str, paths: list[str], repeats: int) -> dict[str, list
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    client = Client()
+    client = Client(HTTP_HOST="127.0.0.1")  # a host ALLOWED_HOSTS names by default
     client.force_login(get_user_model().objects.get(username=username))
     times: dict[str, list[float]] = {}
     for path in paths:
@@ -131,7 +131,7 @@ def timed_pages(username: str, paths: list[str], repeats: int) -> dict[str, list
 def baseline_ms(repeats: int) -> float:
     from django.test import Client
 
-    client = Client()
+    client = Client(HTTP_HOST="127.0.0.1")  # a host ALLOWED_HOSTS names by default
     client.get("/accounts/login/")
     runs = []
     for _ in range(repeats * 4):
@@ -146,6 +146,13 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
+def quiet_refusals() -> None:
+    """Pages another role may not open answer 403, which Django logs with a traceback."""
+    import logging
+
+    logging.getLogger("django.request").setLevel(logging.ERROR)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--var", type=Path, help="a demo's MITL_VAR_DIR (built when empty)")
@@ -154,11 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     var = args.var or Path(tempfile.mkdtemp(prefix="mitl-pages-"))
     demo_database(var)
     django_on(var)
+    quiet_refusals()
     figures: dict[str, Any] = {}
     slow: list[str] = []
     for role, username in ROLES.items():
         times = timed_pages(username, page_paths(ids_from_database(username)), args.repeats)
         every = [ms for runs in times.values() for ms in runs]
+        if not every:
+            raise SystemExit(f"no page answered 200 to {username}: is the demo database complete?")
         figures[role] = {"pages": len(times), "p95_ms": round(p95(every), 1)}
         for path, runs in sorted(times.items(), key=lambda item: -p95(item[1])):
             print(f"{role:>9} {p95(runs):8.1f} ms  {path}")
