@@ -7,7 +7,6 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from annotation.models import Batch
-from mitl.config import batch_config
 from tests.pipeline_runs import run_to_release
 
 pytestmark = pytest.mark.django_db
@@ -68,19 +67,25 @@ def test_an_unknown_batch_is_not_found(client, db):
     assert response.status_code == 404
 
 
-def test_the_report_is_built_once_and_served_again_until_the_work_changes(
-    client, released, monkeypatch, django_assert_max_num_queries
-):
+@pytest.fixture
+def built(monkeypatch) -> list[int]:
+    """The batches whose bias report was scored (not read from its file), in order."""
     import pipeline.bias_page
 
-    built = []
+    builds: list[int] = []
     real_build = pipeline.bias_page.bias_report_build
 
     def counting_build(**kwargs):
-        built.append(kwargs["batch"].pk)
+        builds.append(kwargs["batch"].pk)
         return real_build(**kwargs)
 
     monkeypatch.setattr(pipeline.bias_page, "bias_report_build", counting_build)
+    return builds
+
+
+def test_the_report_is_built_once_and_served_again_until_the_work_changes(
+    client, released, built, django_assert_max_num_queries
+):
     client = as_user(client, staff=True)
     first = report_of(client.get(f"/batches/{released.pk}/bias/"))
     # Served again: the session, the user, the batch and the fingerprint's aggregates only.
@@ -104,19 +109,10 @@ def test_the_sections_after_the_summary_are_folded_the_first_open(client, releas
 
 
 def test_the_api_and_the_page_share_one_build_and_a_release_can_prebuild_it(
-    client, released, monkeypatch
+    client, released, built
 ):
-    import pipeline.bias_page
     from pipeline.bias_page import bias_cache_warm
 
-    built = []
-    real_build = pipeline.bias_page.bias_report_build
-
-    def counting_build(**kwargs):
-        built.append(kwargs["batch"].pk)
-        return real_build(**kwargs)
-
-    monkeypatch.setattr(pipeline.bias_page, "bias_report_build", counting_build)
     assert bias_cache_warm(batch_id=released.pk) is True  # what mitl.bias_warm runs
     client = as_user(client, staff=True)
     report = client.get(f"/api/batches/{released.pk}/bias/")
@@ -127,22 +123,9 @@ def test_the_api_and_the_page_share_one_build_and_a_release_can_prebuild_it(
 
 
 def test_releasing_says_so_for_the_workers_to_prebuild_the_bias_report(batch):
-    from annotation.models import BatchState
-    from pipeline.progress import StageTracker
-    from pipeline.simulate import crowd_simulate
-    from pipeline.stages import batch_run_until, stage_advance
+    from pipeline.stages import stage_advance
 
-    batch_run_until(batch_id=batch.pk, until="annotating")
-    batch = Batch.objects.select_related("dataset").get(pk=batch.pk)
-    crowd_simulate(
-        batch=batch,
-        config=batch_config(batch),
-        tracker=StageTracker(batch=batch, stage="annotating"),
-    )
-    assert (
-        batch_run_until(batch_id=batch.pk, until="aggregating", force=True)
-        == BatchState.AGGREGATING
-    )
+    run_to_release(batch, until="aggregating")
     assert stage_advance(batch_id=batch.pk, stage="aggregating").released is True
     again = stage_advance(batch_id=batch.pk, stage="aggregating")
     assert again.released is False  # a duplicate delivery builds nothing twice
