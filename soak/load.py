@@ -91,6 +91,28 @@ class Disruptions:
     postgres_down_s: float = 0.0
 
 
+def _outages(
+    stack,
+    submissions: int,
+    outage_s: float,
+    handed: Callable[[], int],
+    done: threading.Event,
+    disruptions: Disruptions,
+) -> None:
+    """Redis goes down at 35% of the HITs and stays down for `outage_s` or until 55%: the
+    load goes on without it. PostgreSQL goes down at 65%, while clients still work."""
+    for part, down_at, up_by in (("redis", 0.35, 0.55), ("postgres", 0.65, 1.0)):
+        while handed() < submissions * down_at:
+            if done.wait(0.05):
+                return
+        stack.take_down(part)
+        down_since = time.monotonic()
+        while time.monotonic() - down_since < outage_s and handed() < submissions * up_by:
+            time.sleep(0.05)
+        stack.bring_back(part)
+        setattr(disruptions, f"{part}_down_s", round(time.monotonic() - down_since, 1))
+
+
 def submissions_run(
     stack,
     *,
@@ -120,20 +142,7 @@ def submissions_run(
                 stack.kill_pid(rng.choice(workers))
                 disruptions.gunicorn_kills += 1
 
-    def outages() -> None:
-        # Redis goes down at 35% of the HITs and stays down for `outage_s` or until 55%:
-        # the load goes on without it. PostgreSQL goes down at 65%, while clients still work.
-        for part, down_at, up_by in (("redis", 0.35, 0.55), ("postgres", 0.65, 1.0)):
-            while handed() < submissions * down_at:
-                if done.wait(0.05):
-                    return
-            stack.take_down(part)
-            down_since = time.monotonic()
-            while time.monotonic() - down_since < outage_s and handed() < submissions * up_by:
-                time.sleep(0.05)
-            stack.bring_back(part)
-            setattr(disruptions, f"{part}_down_s", round(time.monotonic() - down_since, 1))
-
+    outages = partial(_outages, stack, submissions, outage_s, handed, done, disruptions)
     helpers = [threading.Thread(target=killer), threading.Thread(target=outages)]
     threads = [
         threading.Thread(target=_client_loop, args=(browser, i, take, stats))
