@@ -34,9 +34,12 @@ from .mturk_standin import MTurkStandIn, RequestError, mturk_id
 TURK_SUBMIT_TO = "https://workersandbox.mturk.com"
 MAX_ASSIGNMENTS = 2  # genuine workers per HIT: MTurk hands out no more
 NEW_ASSIGNMENT_RATE = "20/hour"  # MTURK_NEW_ASSIGNMENT_RATE_PER_IP for the run
-# A genuine worker's patience: longer than any outage the run causes, and than the minute
-# the page asks a worker to wait when it answers 429.
+# A genuine worker's patience: longer than any outage the run causes (dropped connections,
+# 503s) and, for a HIT whose unverified pool is full (429), a few minutes of the assignment's
+# time on MTurk: a flood from a few addresses holds a HIT until their allowances run out
+# (the Redis restart gives them a second one) and the page has asked MTurk about its work.
 RETRY_FOR_S = 90.0
+BUSY_PATIENCE_S = 300.0
 RETRY_PAUSE_S = 0.2
 FORGED_THREADS_PER_ADDRESS = 2
 _SUBMIT_URL = re.compile(r'data-submit-url="([^"]+)"')
@@ -74,6 +77,7 @@ class FloodStats:
     statuses: Counter = field(default_factory=Counter)
     genuine: list[GenuineWork] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # genuine calls finally non-2xx
+    longest_busy_wait_s: float = 0.0  # a genuine call's time spent on 429s
     forged_attempts: int = 0
     seconds: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -214,15 +218,21 @@ class MTurkFlood:
     def _until_answered(self, call: Callable[[], Page], name: str) -> Page:
         """Call until answered other than by a dropped connection, a 503 or a 429 (tried
         again after its Retry-After), or until a genuine worker's patience runs out."""
-        deadline = time.monotonic() + RETRY_FOR_S
+        started = time.monotonic()
+        busy = 0.0
         while True:
             page = call()
             self.stats.saw("genuine", name, page.status)
-            left = deadline - time.monotonic()
+            patience = BUSY_PATIENCE_S if page.status == 429 else RETRY_FOR_S
+            left = started + patience - time.monotonic()
             if page.status not in (DROPPED, 503, 429) or left <= 0:
+                with self.stats.lock:
+                    self.stats.longest_busy_wait_s = max(self.stats.longest_busy_wait_s, busy)
                 return page
             pause = page.retry_after if page.status == 429 else RETRY_PAUSE_S
-            time.sleep(min(max(pause, RETRY_PAUSE_S), left))
+            pause = min(max(pause, RETRY_PAUSE_S), left)
+            busy += pause if page.status == 429 else 0.0
+            time.sleep(pause)
 
     def _refuse(self, what: str) -> None:
         with self.stats.lock:

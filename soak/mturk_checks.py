@@ -32,6 +32,7 @@ def mturk_report(flood: MTurkFlood) -> dict[str, Any]:
         "genuine_lost_examples": lost[:3],
         "genuine_refused": len(stats.refused),
         "genuine_refused_examples": stats.refused[:3],
+        "genuine_longest_busy_wait_s": round(stats.longest_busy_wait_s, 1),
         "forged_confirmed": forged["confirmed"],
         "server_errors_other_than_503": sum(
             n
