@@ -217,14 +217,20 @@ class MTurkFlood:
 
     def _until_answered(self, call: Callable[[], Page], name: str) -> Page:
         """Call until answered other than by a dropped connection, a 503 or a 429 (tried
-        again after its Retry-After), or until a genuine worker's patience runs out."""
-        started = time.monotonic()
-        busy = 0.0
+        again after its Retry-After), or until a genuine worker's patience runs out: 90 s of
+        dropped connections and 503s in a row, 5 minutes of busy answers in all."""
+        started, busy = time.monotonic(), 0.0
+        trouble_since: float | None = None  # the first of the current dropped/503 answers
         while True:
             page = call()
             self.stats.saw("genuine", name, page.status)
-            patience = BUSY_PATIENCE_S if page.status == 429 else RETRY_FOR_S
-            left = started + patience - time.monotonic()
+            now = time.monotonic()
+            if page.status in (DROPPED, 503):
+                trouble_since = trouble_since or now
+                left = trouble_since + RETRY_FOR_S - now
+            else:
+                trouble_since = None
+                left = started + BUSY_PATIENCE_S - now
             if page.status not in (DROPPED, 503, 429) or left <= 0:
                 with self.stats.lock:
                     self.stats.longest_busy_wait_s = max(self.stats.longest_busy_wait_s, busy)
