@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_retrieval import VectorsAnnotator, unit_rows  # the same held vectors
 from common import report_line
 
-from mitl.annotators.base import Corpus, EmbeddingAnnotator
+from mitl.annotators.base import Corpus
 from mitl.retrieval.both import retrieve_both
 from mitl.retrieval.topk import TopK
 
@@ -48,28 +49,6 @@ SAMPLED = 256
 NEAR_TIE = 1e-5
 TARGET_RATIO = 1.0  # ours no slower than the plain matmul + topk on the same device
 BLOCK_ENTRIES = 1 << 28  # the baseline's scores per block (1 GiB of float32)
-
-
-class VectorsAnnotator(EmbeddingAnnotator):
-    """Hold given vectors; scoring is EmbeddingAnnotator's plain dot product."""
-
-    kind = "bench-vectors"
-
-    def __init__(self, images: np.ndarray, captions: np.ndarray) -> None:
-        super().__init__(name="bench", config={})
-        self.image_vectors, self.caption_vectors = images, captions
-
-    def embed_images(self, corpus: Corpus, rows: np.ndarray) -> np.ndarray:
-        raise NotImplementedError("the benchmark passes its vectors in")
-
-    def embed_captions(self, corpus: Corpus, rows: np.ndarray) -> np.ndarray:
-        raise NotImplementedError("the benchmark passes its vectors in")
-
-
-def unit_rows(rng: np.random.Generator, n: int) -> np.ndarray:
-    rows = rng.standard_normal((n, DIM), dtype=np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows
 
 
 def synchronized(device: str, work: Callable[[], Any]) -> tuple[float, Any]:
@@ -133,7 +112,8 @@ def wrong_rows(got: np.ndarray, queries: np.ndarray, targets: np.ndarray, rows: 
 
 def retrieval_at(scale: int, device: str, repeats: int) -> dict[str, Any]:
     rng = np.random.default_rng(SEED + scale)
-    images, captions = unit_rows(rng, N_IMAGES * scale), unit_rows(rng, N_CAPTIONS * scale)
+    images = unit_rows(rng, N_IMAGES * scale, DIM)
+    captions = unit_rows(rng, N_CAPTIONS * scale, DIM)
     ours(images[:100], captions[:500], device)  # warm-up: kernels, allocator
     plain(images[:100], captions[:500], device)
     best = {"ours": float("inf"), "plain": float("inf")}
