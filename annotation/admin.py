@@ -181,7 +181,10 @@ class EvaluationJobAdmin(ReadOnlyAdmin):
     list_display = ("pk", "model_name", "release", "status", "done", "total", "created_at")
     list_filter = ("status",)
     raw_id_fields = ("release", "evaluation", "submitted_by")
-    exclude = ("rankings",)
+    exclude = ("rankings_json",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).defer("rankings_json")
 
 
 @admin.register(models.RelevanceCalibration)

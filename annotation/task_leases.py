@@ -236,7 +236,7 @@ def _abandon_owner(lease: TaskLease) -> None:
         ).update(
             status=EvaluationJobStatus.FAILED,
             error=f"the scoring lost its worker {tries} times (killed, e.g. out of memory)",
-            rankings=None,
+            rankings_json=None,
             finished_at=timezone.now(),
         )
 

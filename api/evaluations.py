@@ -235,7 +235,7 @@ class EvaluationJobView(APIView):
         """A job's status (queued, running, done, failed), its progress, error and result."""
         job = (
             EvaluationJob.objects.select_related("evaluation")
-            .defer("rankings")
+            .defer("rankings_json")
             .filter(pk=job_id, release_id=release_id)
             .first()
         )

@@ -7,8 +7,10 @@ refuse the same file with the same sentence.
 
 `evaluation_job_create` checks what is cheap while the person is still there (the limits,
 the shape, the model name and whether this account may use it) and stores the checked
-rankings in a job. Queueing it is the task module's: `pipeline.tasks.evaluation_job_submit`
-leases `mitl.run_evaluation` in the job's transaction (through `on_created`).
+rankings in a job, as JSON bytes: an upload's own file as it came (a 20 MB file is checked
+in a few tenths of a second; encoding it again took longer than that). Queueing it is the
+task module's: `pipeline.tasks.evaluation_job_submit` leases `mitl.run_evaluation` in the
+job's transaction (through `on_created`).
 `evaluation_job_run` scores the rankings (`pipeline.evaluate.evaluation_submit`), writing
 its progress, and records how it ended; a job that is done or failed is left alone, so a
 task delivered twice does nothing.
@@ -20,6 +22,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
@@ -29,8 +32,8 @@ from django.utils import timezone
 from annotation.errors import ServiceError
 from annotation.job_progress import ProgressWriter
 from annotation.models import EvaluationJob, EvaluationJobStatus, Release
-from mitl.evaluation_inputs import DIRECTIONS, RankingsByDirection, rankings_parse
-from mitl.ranking_limits import RankingLimits
+from mitl.evaluation_inputs import DIRECTIONS, RankingsByDirection
+from mitl.ranking_limits import UNLIMITED, RankingLimits, rankings_from_bytes
 from pipeline.evaluate import evaluation_name_check, evaluation_submit
 
 logger = logging.getLogger(__name__)
@@ -62,26 +65,31 @@ def evaluation_job_create(
     release: Release,
     model_name: str,
     rankings: RankingsByDirection,
+    rankings_file: bytes | None = None,
     submitted_by: AbstractBaseUser | None = None,
     on_created: Callable[[int], None] | None = None,
 ) -> EvaluationJob:
     """Store checked rankings (from `mitl.ranking_limits`) as a queued job of the release.
 
-    Raises ServiceError for a model name that is empty, too long or another account's.
-    `on_created` is called with the job's id inside the transaction that creates it (the
-    task module queues the job there); with eager Celery and no outer transaction the job
-    has run when this returns.
+    `rankings_file` is the file `rankings` were read from, stored as it came; without it
+    `rankings` are encoded. Raises ServiceError for a model name that is empty, too long or
+    another account's. `on_created` is called with the job's id inside the transaction that
+    creates it (the task module queues the job there); with eager Celery and no outer
+    transaction the job has run when this returns.
     """
     name = evaluation_name_check(release=release, model_name=model_name, submitted_by=submitted_by)
-    stored = {d: {str(q): ids for q, ids in rankings[d].items()} for d in DIRECTIONS}
+    if rankings_file is None:
+        rankings_file = orjson.dumps(
+            {d: {str(q): ids for q, ids in rankings[d].items()} for d in DIRECTIONS}
+        )
     with transaction.atomic():
         job = EvaluationJob.objects.create(
-            release=release, model_name=name, rankings=stored, submitted_by=submitted_by
+            release=release, model_name=name, rankings_json=rankings_file, submitted_by=submitted_by
         )
         if on_created is not None:
             on_created(job.pk)
-    job.refresh_from_db()
-    return job
+    # Read back for the status the task may have set; the stored rankings are not needed.
+    return EvaluationJob.objects.defer("rankings_json").get(pk=job.pk)
 
 
 def evaluation_job_run(*, job_id: int) -> EvaluationJob:
@@ -101,7 +109,8 @@ def evaluation_job_run(*, job_id: int) -> EvaluationJob:
         evaluation = evaluation_submit(
             release=job.release,
             model_name=job.model_name,
-            rankings=rankings_parse(job.rankings),
+            # Checked against the limits when they came; read again for their shape only.
+            rankings=rankings_from_bytes(bytes(job.rankings_json), UNLIMITED),
             submitted_by=job.submitted_by,
             progress=ProgressWriter(EvaluationJob, job_id),
         )
@@ -116,7 +125,7 @@ def evaluation_job_run(*, job_id: int) -> EvaluationJob:
         running.update(
             status=EvaluationJobStatus.FAILED,
             error=message or "failed",
-            rankings=None,
+            rankings_json=None,
             finished_at=timezone.now(),
         )
     else:
@@ -125,11 +134,10 @@ def evaluation_job_run(*, job_id: int) -> EvaluationJob:
             evaluation=evaluation,
             done=F("total"),
             error="",
-            rankings=None,
+            rankings_json=None,
             finished_at=timezone.now(),
         )
-    job.refresh_from_db()
-    return job
+    return EvaluationJob.objects.defer("rankings_json").get(pk=job_id)
 
 
 def evaluation_job_visible(job: EvaluationJob | None, user: Any) -> bool:

@@ -257,7 +257,12 @@ def failures_to_batch(queue: Callable[[], None]) -> None:
 
 
 def evaluation_job_submit(
-    *, release: Release, model_name: str, rankings: RankingsByDirection, submitted_by: Any = None
+    *,
+    release: Release,
+    model_name: str,
+    rankings: RankingsByDirection,
+    rankings_file: bytes | None = None,
+    submitted_by: Any = None,
 ) -> EvaluationJob:
     """Store checked rankings as an evaluation job and queue its scoring once it commits.
 
@@ -268,6 +273,7 @@ def evaluation_job_submit(
         release=release,
         model_name=model_name,
         rankings=rankings,
+        rankings_file=rankings_file,
         submitted_by=submitted_by,
         on_created=lambda job_id: task_queue(run_evaluation, [job_id], evaluation_lease(job_id)),
     )

@@ -99,14 +99,17 @@ class EvaluationJobStatus(models.TextChoices):
 class EvaluationJob(models.Model):
     """Rankings sent to a leaderboard, scored in the background (pipeline/evaluation_jobs.py).
 
-    The rankings were checked against the limits when they came; they stay here until the
-    job has run, then are dropped (the evaluation keeps their checksum).
+    The rankings were checked against the limits when they came; they stay here, as the
+    JSON bytes that came (an upload's own file, never encoded again), until the job has run,
+    then are dropped (the evaluation keeps their checksum). Bytes rather than a JSON column:
+    encoding a 20 MB upload again and decoding it on every read of the row cost the request
+    more than checking it.
     """
 
     release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="evaluation_jobs")
     model_name = models.CharField(max_length=200)
-    rankings = models.JSONField(
-        null=True, blank=True, help_text="The checked rankings, until the job has run."
+    rankings_json = models.BinaryField(
+        null=True, blank=True, help_text="The checked rankings as JSON, until the job has run."
     )
     status = models.CharField(
         max_length=16, choices=EvaluationJobStatus.choices, default=EvaluationJobStatus.QUEUED

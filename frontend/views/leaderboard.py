@@ -86,7 +86,7 @@ def leaderboard(request: HttpRequest, release_id: int) -> HttpResponse:
         "agreement": agreement,
         "enough_models": len(board.evaluations) >= 2,
         "jobs": EvaluationJob.objects.filter(release=release, submitted_by=request.user)
-        .defer("rankings")
+        .defer("rankings_json")
         .order_by("-created_at")[:RECENT_JOBS],
     }
     return render(request, "frontend/leaderboard.html", context, status=status)

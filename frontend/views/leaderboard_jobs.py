@@ -36,6 +36,7 @@ class RankingsUploadForm(KnownFieldsForm):
     def __init__(self, *args: Any, limits: RankingLimits, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.limits = limits
+        self.rankings_file: bytes | None = None
         # Escaped: Django renders help text as HTML, where <image id> would be a tag.
         self.fields["rankings"].help_text = escape(
             '{"i2t": {"<image id>": [caption ids, best first]}, "t2i": {"<caption id>": '
@@ -48,9 +49,12 @@ class RankingsUploadForm(KnownFieldsForm):
         upload = self.cleaned_data["rankings"]
         try:
             self.limits.refuse_size(upload.size)
-            return rankings_from_bytes(upload.read(), self.limits)
+            content = upload.read()
+            rankings = rankings_from_bytes(content, self.limits)
         except EvaluationError as exc:
             raise forms.ValidationError(f"{upload.name}: {exc}") from None
+        self.rankings_file = content  # stored as it came: the job reads these bytes
+        return rankings
 
 
 def limits_text(limits: RankingLimits) -> str:
@@ -77,6 +81,7 @@ def rankings_upload_submit(
             release=release,
             model_name=form.cleaned_data["model_name"],
             rankings=form.cleaned_data["rankings"],
+            rankings_file=form.rankings_file,
             submitted_by=request.user,
         )
     except ServiceError as exc:  # the name is empty, too long or another account's
@@ -98,7 +103,7 @@ def evaluation_job_state(job: EvaluationJob) -> dict[str, Any]:
 def _visible_job(request: HttpRequest, release_id: int, job_id: int) -> EvaluationJob:
     job = (
         EvaluationJob.objects.select_related("release__dataset", "evaluation")
-        .defer("rankings")
+        .defer("rankings_json")
         .filter(pk=job_id, release_id=release_id)
         .first()
     )

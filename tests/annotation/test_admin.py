@@ -70,7 +70,7 @@ def every_table_filled(released_batch, annotators):
         release=release, model_name="tfidf", metrics={"i2t": {}}, rankings_sha256="0" * 64
     )
     ImportJob.objects.create(kind="dataset", params={"name": "more"})
-    EvaluationJob.objects.create(release=release, model_name="queued", rankings={"i2t": {}})
+    EvaluationJob.objects.create(release=release, model_name="queued", rankings_json=b'{"i2t": {}}')
     RelevanceCalibration.objects.create(dataset=released_batch.dataset, report={"sits": {}})
     TaskLease.objects.create(
         key="import:1", task="annotation.run_import", args=[1], state="queued", queued_at=now()

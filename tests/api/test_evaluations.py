@@ -44,7 +44,8 @@ def test_rankings_are_queued_scored_by_the_task_and_a_resubmission_is_not_a_new_
     again = ann.get(submit(ann, release)["Location"]).json()
     assert again["evaluation"] == job["evaluation"]
     assert Evaluation.objects.count() == 1
-    assert EvaluationJob.objects.filter(rankings__isnull=False).count() == 0  # dropped once run
+    # The rankings are dropped once run.
+    assert EvaluationJob.objects.filter(rankings_json__isnull=False).count() == 0
 
 
 def test_the_leaderboard_lists_every_model_and_the_metric_agreement(ann, staff, release, submit):

@@ -87,12 +87,12 @@ def test_an_upload_is_scored_by_a_task_while_its_page_shows_progress(
 ):
     client.force_login(user)
 
+    sent = json.dumps(rankings(), indent=1).encode()  # stored byte for byte, never re-encoded
     with django_capture_on_commit_callbacks(execute=False) as queued:
-        response = client.post(
-            url(release), {"model_name": "clip-a", "rankings": upload(rankings())}
-        )
+        response = client.post(url(release), {"model_name": "clip-a", "rankings": upload(sent)})
 
     job = EvaluationJob.objects.get()
+    assert bytes(job.rankings_json) == sent
     page_url = reverse("frontend:leaderboard-job", args=[release.pk, job.pk])
     assert response.status_code == 302 and response.url == page_url
     assert (job.status, job.model_name, job.submitted_by) == ("queued", "clip-a", user)
@@ -103,7 +103,7 @@ def test_an_upload_is_scored_by_a_task_while_its_page_shows_progress(
     queued[0]()  # the task: eager, as without a broker
 
     job.refresh_from_db()
-    assert (job.status, job.done, job.total, job.rankings) == ("done", 5, 5, None)
+    assert (job.status, job.done, job.total, job.rankings_json) == ("done", 5, 5, None)
     evaluation = Evaluation.objects.get()
     assert (job.evaluation, evaluation.model_name, evaluation.submitted_by) == (
         evaluation,

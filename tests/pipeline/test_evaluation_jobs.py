@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -34,12 +35,14 @@ def test_a_job_is_stored_queued_and_scored_once_by_its_task(
             submitted_by=user,
         )
     assert (job.status, job.model_name, Evaluation.objects.count()) == ("queued", "m", 0)
-    assert set(job.rankings) == {"i2t", "t2i"}
+    stored = EvaluationJob.objects.get(pk=job.pk).rankings_json
+    assert set(json.loads(bytes(stored))) == {"i2t", "t2i"}
 
     queued[0]()  # mitl.run_evaluation, eager
 
     job.refresh_from_db()
-    assert (job.status, job.done, job.total, job.error, job.rankings) == ("done", 5, 5, "", None)
+    assert (job.status, job.done, job.total, job.error) == ("done", 5, 5, "")
+    assert job.rankings_json is None
     assert job.evaluation == Evaluation.objects.get(model_name="m", submitted_by=user)
     assert job.finished_at is not None
     again = evaluation_job_run(job_id=job.pk)  # a second delivery does nothing
@@ -56,7 +59,7 @@ def test_a_job_found_running_is_run_again_and_a_failure_is_recorded(release):
     failing = evaluation_job_create(release=release, model_name="n", rankings=missing)
     failed = evaluation_job_run(job_id=failing.pk)
     assert failed.status == "failed" and "queries have no ranking" in failed.error
-    assert failed.rankings is None and not Evaluation.objects.filter(model_name="n").exists()
+    assert failed.rankings_json is None and not Evaluation.objects.filter(model_name="n").exists()
 
 
 def test_a_bad_or_taken_name_is_refused_before_any_job_exists(release, django_user_model):
@@ -99,7 +102,7 @@ def test_a_job_whose_worker_is_lost_too_often_fails_saying_so(release, settings)
 
     job.refresh_from_db()
     assert job.status == "failed" and "lost its worker 2 times" in job.error
-    assert job.rankings is None
+    assert job.rankings_json is None
 
 
 def test_the_limits_come_from_the_settings_and_the_releases_dataset(release, settings):
