@@ -15,6 +15,13 @@ Training
     with a linear warm-up and a cosine decay does the optimisation. Everything is seeded, so a
     run is reproducible on the same machine and thread count.
 
+    Only the rows of the token embedding that the captions use are trained (`_seen_vocabulary`):
+    the other 49,000 rows of the tokenizer's vocabulary never get a gradient, and AdamW updated
+    and decayed all 6.3M entries every step (the model's other weights are 0.6M). The seen rows
+    learn exactly what they learned before, about 15% faster a step; the unseen ones keep their
+    initial values (they used to decay towards zero) and are written back in the checkpoint, so
+    open_clip's tokenizer and model load unchanged.
+
 Outputs (`save_checkpoint`)
     out_dir/model_config.json   the architecture, as an open_clip model config
     out_dir/checkpoint.pt       the state_dict (written last, atomically)
@@ -23,12 +30,14 @@ Outputs (`save_checkpoint`)
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import math
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,7 +244,8 @@ def train_tiny_clip(
         data = load_training_data(captions_tsv, images_dir, preprocess, tokenizer)
         if data.n_images < 2:
             raise TrainingDataError(f"{captions_tsv}: training needs at least two images")
-        losses = _fit(model, data, epochs, batch_size, seed, learning_rate, progress)
+        with _seen_vocabulary(model, data) as seen_data:
+            losses = _fit(model, seen_data, epochs, batch_size, seed, learning_rate, progress)
         recall = caption_to_image_recall(*embed_all(model, data), data.caption_image)
     finally:
         torch.set_num_threads(previous_threads)
@@ -269,6 +279,26 @@ def train_tiny_clip(
         losses=tuple(losses),
         epochs=epochs,
     )
+
+
+@contextlib.contextmanager
+def _seen_vocabulary(model: torch.nn.Module, data: TrainingData) -> Iterator[TrainingData]:
+    """Train with a token embedding of the captions' tokens only; write it back afterwards.
+
+    Yields `data` with the tokens renumbered into that embedding. The trained rows replace
+    theirs in the full embedding on the way out, whatever happened inside.
+    """
+    full = model.token_embedding
+    seen, renumbered = torch.unique(data.tokens, return_inverse=True)
+    # from_pretrained: no random initialisation, so the seeded generator is left as it was.
+    compact = torch.nn.Embedding.from_pretrained(full.weight.detach()[seen].clone(), freeze=False)
+    model.token_embedding = compact
+    try:
+        yield dataclasses.replace(data, tokens=renumbered)
+    finally:
+        with torch.no_grad():
+            full.weight[seen] = compact.weight
+        model.token_embedding = full
 
 
 def _fit(

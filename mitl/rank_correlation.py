@@ -44,12 +44,15 @@ def _tau_b_pairwise(a: np.ndarray, b: np.ndarray) -> float:
     sign_a = _signs(a[first], a[second])
     sign_b = _signs(b[first], b[second])
     untied = np.count_nonzero(sign_a) * np.count_nonzero(sign_b)
-    return float(np.dot(sign_a, sign_b) / np.sqrt(untied))
+    # A summed product, not np.dot: BLAS threads made a dot of 14,000 pairs cost 15-19 ms on a
+    # busy 2-core machine (0.4 ms this way), and the demo computes tau 7,000 times.
+    concordance = int(np.sum(sign_a * sign_b, dtype=np.int64))
+    return float(concordance / np.sqrt(untied))
 
 
 def _signs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """+1, 0 or -1 per pair; comparisons, not a difference, so that equal infinities tie."""
-    return (x > y).astype(np.float64) - (x < y)  # float: the dot product cannot overflow
+    return (x > y).astype(np.int8) - (x < y)
 
 
 @functools.lru_cache(maxsize=64)
