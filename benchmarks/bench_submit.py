@@ -5,14 +5,14 @@ Run from the repository root (``make bench`` does)::
     python benchmarks/bench_submit.py                  # 16 clients, 3 rounds of 20 s
     python benchmarks/bench_submit.py --seconds 5 --rounds 1   # a quick look
 
-What it measures ("ours"): the production-like path. gunicorn (``config.wsgi``, 2 sync
-workers, ``DEBUG=0``) on PostgreSQL, with Redis as the cache (sessions, login counts) as in
-docker-compose.yml; 16 clients, each logged in as its own account, loop over
-``POST /api/assignments/next/`` then ``POST /api/assignments/<id>/submit/`` with the 18
-answers of the whole HIT (16 tasks + 1 golden TP + 1 golden TN). With ``--take-next`` the
-submit hands out the next HIT as well (``?take_next=true``): one request per HIT, whose
-latency then includes taking the next HIT. Reported: judgements stored per second and the
-latency of the submit request (p50, p95).
+What it measures ("ours"): the production-like path. gunicorn (``config.wsgi``, as many sync
+workers as the Dockerfile runs, 3; ``DEBUG=0``) on PostgreSQL, with Redis as the cache
+(sessions, login counts) as in docker-compose.yml; 16 clients, each logged in as its own
+account, loop over ``POST /api/assignments/next/`` then ``POST
+/api/assignments/<id>/submit/`` with the 18 answers of the whole HIT (16 tasks + 1 golden TP
++ 1 golden TN). With ``--take-next`` the submit hands out the next HIT as well
+(``?take_next=true``): one request per HIT, whose latency then includes taking the next HIT.
+Reported: judgements stored per second and the latency of the submit request (p50, p95).
 The baseline, measured in the same run, is the floor for the same writes: the same 16
 clients store the same judgements straight into PostgreSQL with psycopg2, one transaction
 per HIT (one INSERT of the 18 rows and one UPDATE of the assignment, as the service writes
@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import sys
@@ -88,6 +89,17 @@ from annotation.pages import page_numbers  # noqa: E402
 # and the run is reported as cut short.
 DEFAULT_HITS = 8_000
 TARGET_RATIO = 3.0
+
+
+def dockerfile_workers(default: int = 3) -> int:
+    """The gunicorn worker count that production runs: the Dockerfile's `--workers`."""
+    dockerfile = Path(__file__).resolve().parents[1] / "Dockerfile"
+    text = dockerfile.read_text() if dockerfile.is_file() else ""
+    found = re.search(r'"--workers",\s*"(\d+)"', text)
+    return int(found.group(1)) if found else default
+
+
+PRODUCTION_WORKERS = dockerfile_workers()
 P95_TARGET_MS = 150.0
 
 
@@ -382,7 +394,12 @@ def main() -> None:
         "--seconds", type=float, default=20, help="timed window of each round (default 20)"
     )
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=PRODUCTION_WORKERS,
+        help=f"gunicorn workers (default {PRODUCTION_WORKERS}: the Dockerfile's --workers)",
+    )
     parser.add_argument(
         "--threads",
         type=int,
