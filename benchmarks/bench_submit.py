@@ -8,9 +8,9 @@ Run from the repository root (``make bench`` does)::
 What it measures ("ours"): the production-like path. gunicorn (``config.wsgi``, as many sync
 workers as the Dockerfile runs, 3; ``DEBUG=0``) on PostgreSQL, with Redis as the cache
 (sessions, login counts) as in docker-compose.yml; 16 clients, each logged in as its own
-account, loop over ``POST /api/assignments/next/`` then ``POST
-/api/assignments/<id>/submit/`` with the 18 answers of the whole HIT (16 tasks + 1 golden TP
-+ 1 golden TN). With ``--take-next`` the submit hands out the next HIT as well
+account, loop over ``POST /api/assignments/next/`` then
+``POST /api/assignments/<id>/submit/`` with the 18 answers of the whole HIT (16 tasks + 1
+golden TP + 1 golden TN). With ``--take-next`` the submit hands out the next HIT as well
 (``?take_next=true``): one request per HIT, whose latency then includes taking the next HIT.
 Reported: judgements stored per second and the latency of the submit request (p50, p95).
 The baseline, measured in the same run, is the floor for the same writes: the same 16
