@@ -139,6 +139,16 @@ def queries_show() -> None:
     settings.ALLOWED_HOSTS = ["testserver"]
     client = Client()
     client.force_login(get_user_model().objects.get(username="bench00"))
+    # With take_next the account holds an open HIT: submitted first (not shown), so the
+    # next request shows a HIT being handed out, not one resumed.
+    opened = Assignment.objects.filter(worker__user__username="bench00", status="accepted")
+    for assignment in opened:
+        numbers = page_numbers(assignment=assignment).values()
+        client.post(
+            f"/api/assignments/{assignment.pk}/submit/",
+            data=json.dumps({"answers": answers_make(random.Random(0), sorted(numbers))}),
+            content_type="application/json",
+        )
     with CaptureQueriesContext(connection) as captured:
         response = client.post("/api/assignments/next/")
     _queries_print("next", response.status_code, captured.captured_queries)
