@@ -244,9 +244,10 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
     HIT is locked at that moment.
     After the lock, the slot count is read again (a new statement sees every assignment
     committed meanwhile; the same UPDATE sets the hint), so a HIT never gets more than
-    `max_assignments`; a stale hint is corrected on the spot. Requests of one worker queue on its row, so a repeat resumes
-    the open assignment. Overdue work of others is expired when no HIT looks free (and by
-    the periodic task), not on every request. Returns None when no HIT is free.
+    `max_assignments`; a stale hint is corrected on the spot. Requests of one worker
+    queue on its row, so a repeat resumes the open assignment. Overdue work of others is
+    expired when no HIT looks free (and by the periodic task), not on every request.
+    Returns None when no HIT is free.
     """
     if worker.is_blocked:
         raise ServiceError("your account is blocked from taking new HITs")

@@ -32,10 +32,7 @@ on the server is read or written; ``DATABASE_URL`` is ignored.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
-import re
 import signal
 import statistics
 import sys
@@ -58,7 +55,6 @@ django_setup()
 
 import psycopg2  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.db.models import Count, F, Q  # noqa: E402
@@ -75,8 +71,9 @@ from submit_fixture import (  # noqa: E402
     batch_with_hits,
     workers_create,
 )
-from submit_load import answers_make, clients_run  # noqa: E402
-from submit_server import Gunicorn, cpu_seconds  # noqa: E402
+from submit_load import clients_run  # noqa: E402
+from submit_queries import queries_show  # noqa: E402
+from submit_server import Gunicorn, cpu_seconds, dockerfile_workers  # noqa: E402
 
 from annotation.handout import ACTIVE_STATUSES  # noqa: E402
 from annotation.models import HIT, Assignment, BatchState, Judgement  # noqa: E402
@@ -89,15 +86,6 @@ from annotation.pages import page_numbers  # noqa: E402
 # and the run is reported as cut short.
 DEFAULT_HITS = 8_000
 TARGET_RATIO = 3.0
-
-
-def dockerfile_workers(default: int = 3) -> int:
-    """The gunicorn worker count that production runs: the Dockerfile's `--workers`."""
-    dockerfile = Path(__file__).resolve().parents[1] / "Dockerfile"
-    text = dockerfile.read_text() if dockerfile.is_file() else ""
-    found = re.search(r'"--workers",\s*"(\d+)"', text)
-    return int(found.group(1)) if found else default
-
 
 PRODUCTION_WORKERS = dockerfile_workers()
 P95_TARGET_MS = 150.0
@@ -129,50 +117,6 @@ def _admin_execute(*statements: str) -> None:
 
 
 # --------------------------------------------------------------------------- queries
-
-
-def queries_show() -> None:
-    """Print the SQL of one more next + submit, run in this process by Django's test client."""
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-
-    settings.ALLOWED_HOSTS = ["testserver"]
-    client = Client()
-    client.force_login(get_user_model().objects.get(username="bench00"))
-    # With take_next the account holds an open HIT: submitted first (not shown), so the
-    # next request shows a HIT being handed out, not one resumed.
-    opened = Assignment.objects.filter(worker__user__username="bench00", status="accepted")
-    for assignment in opened:
-        numbers = page_numbers(assignment=assignment).values()
-        client.post(
-            f"/api/assignments/{assignment.pk}/submit/",
-            data=json.dumps({"answers": answers_make(random.Random(0), sorted(numbers))}),
-            content_type="application/json",
-        )
-    with CaptureQueriesContext(connection) as captured:
-        response = client.post("/api/assignments/next/")
-    _queries_print("next", response.status_code, captured.captured_queries)
-    if response.status_code != 200:
-        return
-    page = response.json()
-    answers = answers_make(random.Random(0), [item["id"] for item in page["items"]])
-    with CaptureQueriesContext(connection) as captured:
-        response = client.post(
-            page["submit_url"],
-            data=json.dumps({"answers": answers}),
-            content_type="application/json",
-        )
-    _queries_print("submit", response.status_code, captured.captured_queries)
-
-
-def _queries_print(label: str, status: int, queries: list[dict[str, str]]) -> None:
-    total_ms = sum(float(q["time"]) for q in queries) * 1000
-    print(
-        f"  {label}: HTTP {status}, {len(queries)} queries, {total_ms:.1f} ms in the database "
-        "(as timed by Django)"
-    )
-    for query in queries:
-        print(f"    {float(query['time']) * 1000:6.1f} ms  {query['sql'][:160]}")
 
 
 # --------------------------------------------------------------------------- report
