@@ -68,19 +68,23 @@ def goldens_in_force(hit_id: int):
 
 
 def goldens_suspend_failed(
-    *, hit_id: int, now: datetime, policy: str | None = None
+    *, hit_id: int, now: datetime, policy: str | None = None, hit: HIT | None = None
 ) -> list[HITItem]:
     """Suspend the HIT's golden pairs that honest workers keep failing; re-decide their work.
 
     Counts submitted work only, never MTurk work that MTurk has not confirmed (its ids may
     be made up, so it must not be able to switch a check off). Only while the batch takes
     answers. `policy` defaults to the batch's `golden_policy`. Returns the suspended items.
-    The caller holds the HIT's row.
+    The caller holds the HIT's row; `hit`: that row with its batch, read after the lock
+    (a submission has it already), else read here.
     """
-    hit = HIT.objects.select_related("batch").get(pk=hit_id)
+    if hit is None:
+        hit = HIT.objects.select_related("batch").get(pk=hit_id)
     if hit.batch.state != BatchState.ANNOTATING:
         return []
     config = batch_config(hit.batch)
+    if config.golden_suspend_after == 0:  # 0 never suspends: nothing to count
+        return []
     sheets: dict[int, list[tuple[int, str, Level]]] = defaultdict(list)
     rows = (
         Judgement.objects.filter(

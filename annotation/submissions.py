@@ -171,6 +171,7 @@ def _submit_locked(
     locked = (
         Assignment.objects.select_for_update(of=("self",))
         .select_related("hit__batch")
+        .defer("hit__batch__reports", "hit__batch__mturk")  # can be large; not read here
         .get(pk=assignment_id)
     )
     if worker is not None and locked.worker_id != worker.pk:
@@ -229,7 +230,9 @@ def _submit_locked(
         misses = golden_misses(sorted(answered, key=lambda answer: answer[1]))
         policy = golden_policy or config.golden_policy
         golden_policy_apply(locked, misses=misses, policy=policy, now=now)
-        if misses and goldens_suspend_failed(hit_id=locked.hit_id, now=now, policy=policy):
+        if misses and goldens_suspend_failed(
+            hit_id=locked.hit_id, now=now, policy=policy, hit=locked.hit
+        ):
             # This work may have been the failure that suspended a golden: decided again.
             locked.refresh_from_db()
             misses = assignment_golden_misses(assignment_id=locked.pk)

@@ -244,7 +244,9 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
     )
     if result is None:
         return _not_found(assignment_id)
-    if result.created:  # this may have been the round's last work: it then closes
+    # Approved work may have been the round's last: it then closes. Work that is not approved
+    # leaves its own HIT short of approved work, so the round cannot be complete yet.
+    if result.created and result.assignment.status == AssignmentStatus.APPROVED:
         annotation_close_check_queue(batch_id=result.assignment.hit.batch_id)
     body = {**submission_summary(result), "next": reverse("frontend:work")}
     if result.differs:

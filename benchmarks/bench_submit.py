@@ -5,14 +5,14 @@ Run from the repository root (``make bench`` does)::
     python benchmarks/bench_submit.py                  # 16 clients, 3 rounds of 20 s
     python benchmarks/bench_submit.py --seconds 5 --rounds 1   # a quick look
 
-What it measures ("ours"): the production-like path. gunicorn (``config.wsgi``, 2 sync
-workers, ``DEBUG=0``) on PostgreSQL, with Redis as the cache (sessions, login counts) as in
-docker-compose.yml; 16 clients, each logged in as its own account, loop over
-``POST /api/assignments/next/`` then ``POST /api/assignments/<id>/submit/`` with the 18
-answers of the whole HIT (16 tasks + 1 golden TP + 1 golden TN). With ``--take-next`` the
-submit hands out the next HIT as well (``?take_next=true``): one request per HIT, whose
-latency then includes taking the next HIT. Reported: judgements stored per second and the
-latency of the submit request (p50, p95).
+What it measures ("ours"): the production-like path. gunicorn (``config.wsgi``, as many sync
+workers as the Dockerfile runs, 3; ``DEBUG=0``) on PostgreSQL, with Redis as the cache
+(sessions, login counts) as in docker-compose.yml; 16 clients, each logged in as its own
+account, loop over ``POST /api/assignments/next/`` then
+``POST /api/assignments/<id>/submit/`` with the 18 answers of the whole HIT (16 tasks + 1
+golden TP + 1 golden TN). With ``--take-next`` the submit hands out the next HIT as well
+(``?take_next=true``): one request per HIT, whose latency then includes taking the next HIT.
+Reported: judgements stored per second and the latency of the submit request (p50, p95).
 The baseline, measured in the same run, is the floor for the same writes: the same 16
 clients store the same judgements straight into PostgreSQL with psycopg2, one transaction
 per HIT (one INSERT of the 18 rows and one UPDATE of the assignment, as the service writes
@@ -32,9 +32,7 @@ on the server is read or written; ``DATABASE_URL`` is ignored.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
 import signal
 import statistics
 import sys
@@ -57,7 +55,6 @@ django_setup()
 
 import psycopg2  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.db.models import Count, F, Q  # noqa: E402
@@ -74,8 +71,9 @@ from submit_fixture import (  # noqa: E402
     batch_with_hits,
     workers_create,
 )
-from submit_load import answers_make, clients_run  # noqa: E402
-from submit_server import Gunicorn, cpu_seconds  # noqa: E402
+from submit_load import clients_run  # noqa: E402
+from submit_queries import queries_show  # noqa: E402
+from submit_server import Gunicorn, cpu_seconds, dockerfile_workers  # noqa: E402
 
 from annotation.handout import ACTIVE_STATUSES  # noqa: E402
 from annotation.models import HIT, Assignment, BatchState, Judgement  # noqa: E402
@@ -88,6 +86,8 @@ from annotation.pages import page_numbers  # noqa: E402
 # and the run is reported as cut short.
 DEFAULT_HITS = 8_000
 TARGET_RATIO = 3.0
+
+PRODUCTION_WORKERS = dockerfile_workers()
 P95_TARGET_MS = 150.0
 
 
@@ -117,40 +117,6 @@ def _admin_execute(*statements: str) -> None:
 
 
 # --------------------------------------------------------------------------- queries
-
-
-def queries_show() -> None:
-    """Print the SQL of one more next + submit, run in this process by Django's test client."""
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-
-    settings.ALLOWED_HOSTS = ["testserver"]
-    client = Client()
-    client.force_login(get_user_model().objects.get(username="bench00"))
-    with CaptureQueriesContext(connection) as captured:
-        response = client.post("/api/assignments/next/")
-    _queries_print("next", response.status_code, captured.captured_queries)
-    if response.status_code != 200:
-        return
-    page = response.json()
-    answers = answers_make(random.Random(0), [item["id"] for item in page["items"]])
-    with CaptureQueriesContext(connection) as captured:
-        response = client.post(
-            page["submit_url"],
-            data=json.dumps({"answers": answers}),
-            content_type="application/json",
-        )
-    _queries_print("submit", response.status_code, captured.captured_queries)
-
-
-def _queries_print(label: str, status: int, queries: list[dict[str, str]]) -> None:
-    total_ms = sum(float(q["time"]) for q in queries) * 1000
-    print(
-        f"  {label}: HTTP {status}, {len(queries)} queries, {total_ms:.1f} ms in the database "
-        "(as timed by Django)"
-    )
-    for query in queries:
-        print(f"    {float(query['time']) * 1000:6.1f} ms  {query['sql'][:160]}")
 
 
 # --------------------------------------------------------------------------- report
@@ -382,7 +348,12 @@ def main() -> None:
         "--seconds", type=float, default=20, help="timed window of each round (default 20)"
     )
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=PRODUCTION_WORKERS,
+        help=f"gunicorn workers (default {PRODUCTION_WORKERS}: the Dockerfile's --workers)",
+    )
     parser.add_argument(
         "--threads",
         type=int,

@@ -7,6 +7,7 @@ login rate limit per address off (the clients all log in from one address at onc
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from pathlib import Path
@@ -78,3 +79,11 @@ def cpu_seconds(pids: list[int]) -> float:
             continue
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / ticks
+
+
+def dockerfile_workers(default: int = 3) -> int:
+    """The gunicorn worker count that production runs: the Dockerfile's `--workers`."""
+    dockerfile = Path(__file__).resolve().parents[1] / "Dockerfile"
+    text = dockerfile.read_text() if dockerfile.is_file() else ""
+    found = re.search(r'"--workers",\s*"(\d+)"', text)
+    return int(found.group(1)) if found else default
