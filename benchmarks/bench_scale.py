@@ -4,6 +4,7 @@ Run from the repository root (``make bench-scale`` does; PostgreSQL is what it i
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test python benchmarks/bench_scale.py
     ... bench_scale.py --scales 1,3     # a quicker look
+    ... bench_scale.py --until building --repeats 3   # the stages up to building, 3 runs each
 
 At scale s (1 = ECCV Caption on COCO 5K): 5,000·s images, 25,000·s captions, 1,261·s image
 and 1,333·s caption queries, 5 annotators with exported embeddings (the `embeddings` kind,
@@ -17,9 +18,11 @@ simulated crowd of `simulate`), each timed from its call to its return:
     annotating   the simulated crowd answers every HIT, then the stage closes (work: judgements)
     aggregating  verdicts and the release files (work: judgements)
 
-Each scale runs in its own process on its own throwaway database (created and dropped with
-Django's test machinery), so its peak memory is its own; a stage's peak is this process's
-peak RSS during it (the database server's memory is not counted). A stage's growth is its
+With `--repeats N` every scale runs N times, the scales taking turns, and a stage's time
+at a scale is the median of its N runs (its peak, the highest). Each run is a process of
+its own on a throwaway database of its own (created and dropped with Django's test
+machinery), so its peak memory is its own; a stage's peak is this process's peak RSS
+during it (the database server's memory is not counted). A stage's growth is its
 time ratio divided by its work ratio between the smallest and the largest scale; the JSON
 line's `ratio` is the worst stage's growth (target <= 1.2), with the largest scale's peak
 memory (target <= 4 GB). Every stage's output is checked: row counts, every stored ranking
