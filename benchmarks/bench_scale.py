@@ -4,6 +4,7 @@ Run from the repository root (``make bench-scale`` does; PostgreSQL is what it i
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test python benchmarks/bench_scale.py
     ... bench_scale.py --scales 1,3     # a quicker look
+    ... bench_scale.py --until building --repeats 3   # the stages up to building, 3 runs each
 
 At scale s (1 = ECCV Caption on COCO 5K): 5,000·s images, 25,000·s captions, 1,261·s image
 and 1,333·s caption queries, 5 annotators with exported embeddings (the `embeddings` kind,
@@ -17,9 +18,11 @@ simulated crowd of `simulate`), each timed from its call to its return:
     annotating   the simulated crowd answers every HIT, then the stage closes (work: judgements)
     aggregating  verdicts and the release files (work: judgements)
 
-Each scale runs in its own process on its own throwaway database (created and dropped with
-Django's test machinery), so its peak memory is its own; a stage's peak is this process's
-peak RSS during it (the database server's memory is not counted). A stage's growth is its
+With `--repeats N` every scale runs N times, the scales taking turns, and a stage's time
+at a scale is the median of its N runs (its peak, the highest). Each run is a process of
+its own on a throwaway database of its own (created and dropped with Django's test
+machinery), so its peak memory is its own; a stage's peak is this process's peak RSS
+during it (the database server's memory is not counted). A stage's growth is its
 time ratio divided by its work ratio between the smallest and the largest scale; the JSON
 line's `ratio` is the worst stage's growth (target <= 1.2), with the largest scale's peak
 memory (target <= 4 GB). Every stage's output is checked: row counts, every stored ranking
@@ -33,6 +36,7 @@ import argparse
 import cProfile
 import json
 import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,8 +61,11 @@ RANKING_DEPTH = 25  # the batch's golden_negative_depth (default): rankings are 
 # --------------------------------------------------------------------------- one scale
 
 
-def run_scale(scale: int, workdir: Path, profile_dir: Path | None) -> dict[str, Any]:
-    """Build the world at `scale`, run every stage timed and checked; return the figures."""
+def run_scale(
+    scale: int, workdir: Path, profile_dir: Path | None, until: str = STAGES[-1]
+) -> dict[str, Any]:
+    """Build the world at `scale`, run the stages up to `until` timed and checked; return
+    the figures."""
     from common import django_setup
 
     django_setup()
@@ -74,12 +81,14 @@ def run_scale(scale: int, workdir: Path, profile_dir: Path | None) -> dict[str, 
         connection.settings_dict["TEST"]["NAME"] = f"test_{old_name}_bench_scale"
     connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     try:
-        return _stages_run(scale, workdir, connection.vendor, profile_dir)
+        return _stages_run(scale, workdir, connection.vendor, profile_dir, until)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
 
 
-def _stages_run(scale: int, workdir: Path, vendor: str, profile_dir: Path | None) -> dict[str, Any]:
+def _stages_run(
+    scale: int, workdir: Path, vendor: str, profile_dir: Path | None, until: str
+) -> dict[str, Any]:
     from scale_fixture import CAPTIONS_PER_IMAGE, N_ANNOTATORS, K, world_create
 
     from annotation.models import BatchState
@@ -127,7 +136,7 @@ def _stages_run(scale: int, workdir: Path, vendor: str, profile_dir: Path | None
         "aggregating": lambda: _check_release(world),
     }
     figures: dict[str, Any] = {"scale": scale, "setup_s": setup_s, "stages": {}}
-    for stage in STAGES:
+    for stage in STAGES[: STAGES.index(until) + 1]:
         profiler = cProfile.Profile() if profile_dir else None
         if not peak_rss_reset():
             raise SystemExit("cannot reset the peak-memory mark (/proc/self/clear_refs)")
@@ -147,8 +156,9 @@ def _stages_run(scale: int, workdir: Path, vendor: str, profile_dir: Path | None
             + "  ".join(f"{key} {value:,}" for key, value in work.items()),
             flush=True,
         )
-    state = Batch.objects.values_list("state", flat=True).get(pk=batch_id)
-    assert state == BatchState.RELEASED, state
+    if until == STAGES[-1]:
+        state = Batch.objects.values_list("state", flat=True).get(pk=batch_id)
+        assert state == BatchState.RELEASED, state
     figures["database"] = vendor
     figures["corpus"] = [world.n_images, world.n_images * CAPTIONS_PER_IMAGE]
     return figures
@@ -273,13 +283,52 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- report
 
 
+def stage_medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One scale's runs as one: each stage's median seconds and highest peak (same work)."""
+    stages = {}
+    for stage in runs[0]["stages"]:
+        figures = [run["stages"][stage] for run in runs]
+        works = {f["work"] for f in figures}
+        assert len(works) == 1, f"{stage}: the work differs between runs of one scale {works}"
+        stages[stage] = {
+            **figures[0],
+            "seconds": statistics.median(f["seconds"] for f in figures),
+            "all_seconds": [f["seconds"] for f in figures],
+            "peak_bytes": max(f["peak_bytes"] for f in figures),
+        }
+    return {**runs[0], "stages": stages}
+
+
 def growth_table(small: dict[str, Any], large: dict[str, Any]) -> dict[str, float]:
     """Each stage's time ratio divided by its work ratio, large scale over small."""
     growth = {}
-    for stage in STAGES:
+    for stage in small["stages"]:
         a, b = small["stages"][stage], large["stages"][stage]
         growth[stage] = (b["seconds"] / a["seconds"]) / (b["work"] / a["work"])
     return growth
+
+
+def scales_run(
+    scales: list[int], repeats: int, until: str, profile: Path | None
+) -> dict[int, list[dict[str, Any]]]:
+    """Run every scale `repeats` times, each in its own process, the scales alternating
+    (1, 10, 1, 10, ...) so that a change in the machine's load falls on both alike."""
+    results: dict[int, list[dict[str, Any]]] = {scale: [] for scale in scales}
+    with tempfile.TemporaryDirectory(prefix="bench-scale-results-") as out:
+        for repeat in range(1, repeats + 1):
+            for scale in scales:
+                result = Path(out) / f"{scale}-{repeat}.json"
+                command = [sys.executable, __file__, "--one-scale", str(scale)]
+                command += ["--result", result, "--until", until]
+                if profile:
+                    where = profile / f"run{repeat}" if repeats > 1 else profile
+                    where.mkdir(parents=True, exist_ok=True)
+                    command += ["--profile", where.resolve()]
+                if repeats > 1:
+                    print(f"[{scale}x] run {repeat} of {repeats}", flush=True)
+                subprocess.run([str(part) for part in command], check=True)
+                results[scale].append(json.loads(result.read_text()))
+    return results
 
 
 def main() -> None:
@@ -288,10 +337,23 @@ def main() -> None:
         "--scales", default="1,10", help="comma-separated scales, smallest first (default 1,10)"
     )
     parser.add_argument(
+        "--until",
+        choices=STAGES,
+        default=STAGES[-1],
+        help="stop after this stage (default: all of them)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run each scale N times; growth is taken from each stage's median time (default 1)",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         metavar="DIR",
-        help="cProfile every stage into DIR/<scale>x-<stage>.pstats (slows the stages down)",
+        help="cProfile every stage into DIR/<scale>x-<stage>.pstats (DIR/run<N>/... with "
+        "--repeats; slows the stages down)",
     )
     parser.add_argument("--one-scale", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
@@ -299,33 +361,36 @@ def main() -> None:
 
     if args.one_scale:
         with tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir:
-            figures = run_scale(args.one_scale, Path(workdir), args.profile)
+            figures = run_scale(args.one_scale, Path(workdir), args.profile, args.until)
         args.result.write_text(json.dumps(figures))
         return
 
     scales = sorted({int(s) for s in args.scales.split(",")})
     if len(scales) < 2 or scales[0] < 1:
         parser.error("give at least two positive scales, e.g. --scales 1,10")
-    results = []
-    with tempfile.TemporaryDirectory(prefix="bench-scale-results-") as out:
-        for scale in scales:
-            result = Path(out) / f"{scale}.json"
-            command = [sys.executable, __file__, "--one-scale", str(scale), "--result", result]
-            if args.profile:
-                args.profile.mkdir(parents=True, exist_ok=True)
-                command += ["--profile", args.profile.resolve()]
-            subprocess.run([str(part) for part in command], check=True)
-            results.append(json.loads(result.read_text()))
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    runs = scales_run(scales, args.repeats, args.until, args.profile)
+    results = [stage_medians(runs[scale]) for scale in scales]
+    report(results, args.repeats)
 
+
+def report(results: list[dict[str, Any]], repeats: int) -> None:
+    """Print each stage's growth, smallest to largest scale, and the JSON line."""
     small, large = results[0], results[-1]
     growth = growth_table(small, large)
-    print(f"growth from {small['scale']}x to {large['scale']}x (time ratio / work ratio):")
-    for stage in STAGES:
+    what = "median time ratio" if repeats > 1 else "time ratio"
+    print(f"growth from {small['scale']}x to {large['scale']}x ({what} / work ratio):")
+    for stage in growth:
         a, b = small["stages"][stage], large["stages"][stage]
+        spread = ""
+        if repeats > 1:
+            runs = " / ".join(f"{'/'.join(f'{t:.1f}' for t in s['all_seconds'])}" for s in (a, b))
+            spread = f"  runs {runs}"
         print(
             f"  {stage:<11} {a['seconds']:8.2f} s -> {b['seconds']:8.2f} s  "
             f"work x{b['work'] / a['work']:6.1f}  growth {growth[stage]:.2f}  "
-            f"peak {b['peak_bytes'] / MIB:,.0f} MiB"
+            f"peak {b['peak_bytes'] / MIB:,.0f} MiB{spread}"
         )
     worst = max(growth, key=growth.get)
     peak_gib = max(s["peak_bytes"] for s in large["stages"].values()) / (1 << 30)
@@ -343,6 +408,7 @@ def main() -> None:
             str(r["scale"]): {s: round(v["seconds"], 2) for s, v in r["stages"].items()}
             for r in results
         },
+        repeats=repeats,
         total_s=total,
         peak_gib=round(peak_gib, 2),
         peak_target_gib=TARGET_PEAK_GIB,
