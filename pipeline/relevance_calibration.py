@@ -100,7 +100,10 @@ def calibration_report(
         return {}
     built = {}
     for name in proxies:
-        proxy_spec(name)  # an unknown name fails before any work
+        proxy_spec(name)  # an unknown name, or one that cannot run here, fails before any work
+        missing = proxy_unavailable(name)
+        if missing:
+            raise RuntimeError(missing)
     for name in proxies:
         say(f"building {name} over {len(data.corpus.texts):,} captions")
         built[name] = proxy_build(

@@ -185,3 +185,22 @@ def test_the_mpnet_proxy_reads_as_a_relevance(tmp_path: Path) -> None:
     assert matrix[0, 1] > matrix[0, 2] + 0.2
     cached = list(tmp_path.glob("mpnet-embeddings-*.npy"))
     assert len(cached) == 1 and np.load(cached[0]).shape == (3, 768)
+
+
+def test_calibrating_with_a_missing_encoder_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mitl.relevance.images import CaptionCorpus
+    from pipeline.relevance import DatasetCorpus
+    from pipeline.relevance_calibration import calibration_report
+
+    monkeypatch.setitem(ENCODERS, "mpnet", _absent("mpnet"))
+    corpus = CaptionCorpus.of([1, 2], [10, 20], ["a dog", "a cat"])
+    sts = tmp_path / "sts.csv"
+    sts.write_text(
+        "caption1,caption2,agg_score,sampling_method\n"
+        "COCO_val2014:sentid:1,COCO_val2014:sentid:2,1.5,c2c_isim\n"
+    )
+    data = DatasetCorpus(corpus=corpus, dataset=None)
+    with pytest.raises(RuntimeError, match=f"install {ABSENT}"):
+        calibration_report(data, sits=None, sts=sts, proxies=["bow", "mpnet"])
