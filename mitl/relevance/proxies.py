@@ -18,10 +18,11 @@ from typing import Protocol
 
 import numpy as np
 
+from mitl.annotators.encoders import encoder_missing
 from mitl.relevance.cider import CiderD
 from mitl.relevance.lexical import SetOverlap, bow_items, pos_items, synset_items
 from mitl.relevance.meteor import Meteor, java_available
-from mitl.relevance.neural import MiniLMCosine
+from mitl.relevance.neural import EncoderCosine, MiniLMCosine
 from mitl.relevance.rouge import RougeL
 from mitl.relevance.wordnet import wordnet_available, wordnet_dir
 
@@ -43,6 +44,7 @@ class ProxySpec:
     needs: str  # what must be installed beyond the Python packages ("" when nothing)
     summary: str
     build: Build
+    encoder: str | None = None  # the packaged sentence encoder it needs, if any
 
 
 PROXIES: dict[str, ProxySpec] = {
@@ -75,6 +77,12 @@ PROXIES: dict[str, ProxySpec] = {
         ProxySpec(
             "minilm", 1, True, "", "cosine of all-MiniLM-L6-v2 sentence embeddings",
             lambda texts, groups, cache: MiniLMCosine(texts, cache_dir=cache),
+            encoder="minilm",
+        ),
+        ProxySpec(
+            "mpnet", 1, True, "", "cosine of all-mpnet-base-v2 sentence embeddings (optional)",
+            lambda texts, groups, cache: EncoderCosine(texts, cache_dir=cache, encoder="mpnet"),
+            encoder="mpnet",
         ),
     )
 }  # fmt: skip
@@ -107,8 +115,11 @@ def proxy_build(
 
 
 def proxy_unavailable(name: str) -> str | None:
-    """Say why the named proxy cannot run here (WordNet or Java missing), or None."""
+    """Say why the named proxy cannot run here (WordNet, Java or an encoder's packages
+    missing), or None."""
     spec = proxy_spec(name)
+    if spec.encoder is not None:
+        return encoder_missing(spec.encoder)
     if spec.needs == "WordNet" and not wordnet_available():
         return f"{name} needs WordNet (apt-get install -y wordnet-base; looked in {wordnet_dir()})"
     if spec.needs == "Java" and not java_available():

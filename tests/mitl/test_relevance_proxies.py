@@ -18,7 +18,7 @@ from mitl.relevance.images import (
     pair_relevance,
 )
 from mitl.relevance.lexical import SetOverlap, bow_items, pos_items, synset_items
-from mitl.relevance.proxies import PROXIES, UnknownProxy, proxy_build
+from mitl.relevance.proxies import PROXIES, UnknownProxy, proxy_build, proxy_unavailable
 from mitl.relevance.rouge import BETA, RougeL
 from mitl.relevance.words import content_words, tokens
 
@@ -354,12 +354,10 @@ def test_minilm_ranks_a_paraphrase_above_an_unrelated_caption() -> None:
 def _available_proxies() -> list[str]:
     """Return the proxies this machine can build, METEOR left out (slow, not vectorised)."""
     names = []
-    for name, spec in PROXIES.items():
+    for name in PROXIES:
         if name == "meteor":
             continue
-        if name == "minilm" and not _minilm_available():
-            continue
-        if spec.needs == "WordNet" and not wordnet_module.wordnet_available():
+        if proxy_unavailable(name) is not None:  # WordNet or an encoder's packages missing
             continue
         names.append(name)
     return names
