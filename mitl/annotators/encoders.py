@@ -17,7 +17,6 @@ missing package raises `EncoderMissing` with the install command to run.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -28,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from mitl.release_files import file_sha256
 
 DEFAULT_ENCODER = "minilm"
 
@@ -148,15 +149,6 @@ def unpack_split_zip(parts: Sequence[Path], target: Path, prefix: str) -> None:
         if target.exists():  # another process finished first
             return
         os.replace(staging, target)
-
-
-def file_sha256(path: Path) -> str:
-    """Return the hex sha256 of a file, read in 4 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as data:
-        for block in iter(lambda: data.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @lru_cache(maxsize=8)
