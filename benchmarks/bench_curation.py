@@ -15,7 +15,7 @@ true and estimated recall, and the verdicts' precision, and ends with the JSON l
      "target": 1.5, "better": "higher", "recall_estimate_error": ..., "precision": ...}
 
 Usage: python benchmarks/bench_curation.py [--seed 0] [--keep DIR] [--settings JSON]
-       [--no-ablation]   (about 3 minutes on 2 cores)
+       [--no-ablation] [--learned-features GROUPS]   (about 3 minutes on 2 cores)
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
-"""The `learned` adjudication: a logistic fusion of the annotators' ranks, refit every round.
+"""The `learned` adjudication: a logistic fusion of the annotators' rankings, refit every round.
 
 Continuous active learning in the manner of Cormack and Grossman (TREC Total Recall,
-2015–2016), with the annotators' rankings as the only features: every judged pair so far
+2015–2016), with the annotators' rankings as the only evidence: every judged pair so far
 trains one logistic model per direction, and the next round takes the unjudged pairs it
-rates most likely positive, over all queries at once. Per pair and annotator, the features
-are 1/√rank (0 when the annotator does not rank the pair) and whether it ranks it at all;
-then the share of annotators that rank it, the query's own yield so far (Laplace-smoothed,
-and for a training pair without its own answer), since queries differ in how many
-positives they have, and that yield times the pair's best 1/√rank. Before both classes have
-`MIN_CLASS` examples, pairs are taken in reciprocal-rank-fusion order instead.
+rates most likely positive, over all queries at once. The features come in groups
+(`feature_blocks`; `FEATURE_GROUPS` are the ones read): per annotator 1/√rank and whether
+it ranks the pair (`rank`), its score within the list and gap to the list's best
+(`score`), the share of annotators that rank the pair (`share`) or put it in their top 5
+(`agreement`), and the query's own yield so far (Laplace-smoothed, and for a training pair
+without its own answer), since queries differ in how many positives they have, with that
+yield times the pair's best 1/√rank (`yield`). Before both classes have `MIN_CLASS`
+examples, pairs are taken in reciprocal-rank-fusion order instead.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ NEWTON_STEPS = 25
 AGREEMENT_K = 5  # `agreement`: annotators that put the pair in their top this many
 FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield")
 # The groups the model reads (docs/curation.md has the comparison that chose them).
-FEATURE_GROUPS: tuple[str, ...] = ("rank", "share", "yield")
+FEATURE_GROUPS: tuple[str, ...] = FEATURE_GROUPS_ALL
 
 
 def logistic_fit(features: np.ndarray, labels: np.ndarray, l2: float = L2) -> np.ndarray:
