@@ -15,7 +15,7 @@ true and estimated recall, and the verdicts' precision, and ends with the JSON l
      "target": 1.5, "better": "higher", "recall_estimate_error": ..., "precision": ...}
 
 Usage: python benchmarks/bench_curation.py [--seed 0] [--keep DIR] [--settings JSON]
-       [--no-ablation]   (about 3 minutes on 2 cores)
+       [--no-ablation] [--learned-features GROUPS]   (about 3 minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -36,10 +36,14 @@ DIRECTIONS = ("i2t", "t2i")
 
 
 def strategy_run(
-    strategy: str, *, budget: int, seed: int, settings: dict[str, Any]
+    strategy: str, *, budget: int, seed: int, settings: dict[str, Any], features: str = ""
 ) -> dict[str, Any]:
     """Run the demo pipeline with one strategy in this process; measure it against the truth."""
     django_setup()
+    if features:  # the learned policy's feature groups, for comparing them
+        from mitl.curation import learned
+
+        learned.FEATURE_GROUPS = tuple(features.split(","))
     from django.core.management import call_command
 
     from annotation.models import Batch, Candidate, Judgement
@@ -87,7 +91,14 @@ def strategy_run(
 
 
 def child(
-    strategy: str, *, folder: Path, budget: int, seed: int, settings: dict[str, Any], label: str
+    strategy: str,
+    *,
+    folder: Path,
+    budget: int,
+    seed: int,
+    settings: dict[str, Any],
+    label: str,
+    features: str = "",
 ) -> dict[str, Any]:
     """Run one strategy in a fresh process and database; return its measurements."""
     env = {
@@ -108,6 +119,8 @@ def child(
         str(seed),
         "--settings",
         json.dumps(settings),
+        "--learned-features",
+        features,
     ]
     done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
     if done.returncode != 0:
@@ -148,19 +161,31 @@ def main() -> None:
         action="store_true",
         help="skip the third run (adaptive selection with fixed's three workers per HIT)",
     )
+    parser.add_argument(
+        "--learned-features",
+        default="",
+        help="the learned policy's feature groups, comma-separated (default: its own), e.g. "
+        "rank,score,share,agreement,yield",
+    )
     parser.add_argument("--child", choices=("fixed", "adaptive"), help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     settings = json.loads(args.settings)
     if args.child:
-        result = strategy_run(args.child, budget=args.budget, seed=args.seed, settings=settings)
+        result = strategy_run(
+            args.child,
+            budget=args.budget,
+            seed=args.seed,
+            settings=settings,
+            features=args.learned_features,
+        )
         print(json.dumps(result))
         return
     runs: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-curation-") as scratch:
         folder = Path(args.keep or scratch)
         folder.mkdir(parents=True, exist_ok=True)
-        common = {"folder": folder, "seed": args.seed}
+        common = {"folder": folder, "seed": args.seed, "features": args.learned_features}
         runs["fixed"] = child("fixed", budget=0, settings={}, label="fixed", **common)
         budget = runs["fixed"]["judgements"]
         runs["adaptive"] = child(

@@ -93,13 +93,18 @@ def curation_inputs(
     ]
     by_pk = {q.pk: q for q in queries}
     lists: dict[int, dict[int, list[Pair]]] = defaultdict(dict)
+    scores: dict[int, dict[int, list[float]]] = defaultdict(dict)
     ranked = Ranking.objects.filter(query__batch=batch) if with_rankings else Ranking.objects.none()
-    for query_id, annotator_id, targets in ranked.values_list(
-        "query_id", "annotator_id", "targets"
+    for query_id, annotator_id, targets, values in ranked.values_list(
+        "query_id", "annotator_id", "targets", "scores"
     ):
         query = by_pk[query_id]
         lists[query_id][annotator_id] = [_pair(query, target) for target in targets[: config.depth]]
-    rankings = [QueryRankings(q.pk, lists.get(q.pk, {}), group=q.direction) for q in queries]
+        scores[query_id][annotator_id] = [float(v) for v in (values or [])[: config.depth]]
+    rankings = [
+        QueryRankings(q.pk, lists.get(q.pk, {}), group=q.direction, scores=scores.get(q.pk, {}))
+        for q in queries
+    ]
     outcomes: dict[Pair, bool] = {}
     pending: set[Pair] = set()
     for image_id, caption_id, positive in Candidate.objects.filter(batch=batch).values_list(

@@ -1,14 +1,16 @@
-"""The `learned` adjudication: a logistic fusion of the annotators' ranks, refit every round.
+"""The `learned` adjudication: a logistic fusion of the annotators' rankings, refit every round.
 
 Continuous active learning in the manner of Cormack and Grossman (TREC Total Recall,
-2015–2016), with the annotators' rankings as the only features: every judged pair so far
+2015–2016), with the annotators' rankings as the only evidence: every judged pair so far
 trains one logistic model per direction, and the next round takes the unjudged pairs it
-rates most likely positive, over all queries at once. Per pair and annotator, the features
-are 1/√rank (0 when the annotator does not rank the pair) and whether it ranks it at all;
-then the share of annotators that rank it, the query's own yield so far (Laplace-smoothed,
-and for a training pair without its own answer), since queries differ in how many
-positives they have, and that yield times the pair's best 1/√rank. Before both classes have
-`MIN_CLASS` examples, pairs are taken in reciprocal-rank-fusion order instead.
+rates most likely positive, over all queries at once. The features come in groups
+(`feature_blocks`; `FEATURE_GROUPS` are the ones read): per annotator 1/√rank and whether
+it ranks the pair (`rank`), its score within the list and gap to the list's best
+(`score`), the share of annotators that rank the pair (`share`) or put it in their top 5
+(`agreement`), and the query's own yield so far (Laplace-smoothed, and for a training pair
+without its own answer), since queries differ in how many positives they have, with that
+yield times the pair's best 1/√rank (`yield`). Before both classes have `MIN_CLASS`
+examples, pairs are taken in reciprocal-rank-fusion order instead.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from .rankings import Pair, QueryRankings, fused_ranking
 MIN_CLASS = 5  # judged positives and negatives a direction needs before a model is fit
 L2 = 1.0  # ridge penalty of the logistic fit (features are in [0, 1])
 NEWTON_STEPS = 25
+AGREEMENT_K = 5  # `agreement`: annotators that put the pair in their top this many
+FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield")
+# The groups the model reads (docs/curation.md has the comparison that chose them).
+FEATURE_GROUPS: tuple[str, ...] = FEATURE_GROUPS_ALL
 
 
 def logistic_fit(features: np.ndarray, labels: np.ndarray, l2: float = L2) -> np.ndarray:
@@ -50,38 +56,96 @@ def logistic_predict(weights: np.ndarray, features: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(weights[0] + features @ weights[1:])))
 
 
-def query_features(
-    query: QueryRankings, annotators: Sequence[int], outcomes: Mapping[Pair, bool]
+def _rank_columns(
+    query: QueryRankings, annotators: Sequence[int]
 ) -> tuple[list[Pair], np.ndarray, np.ndarray]:
-    """The features of every pair some annotator ranks for this query, one row per pair.
+    """Every pair some annotator ranks (first-ranked order), its ranks and normalised scores.
 
-    Per annotator 1/√rank and "ranks it"; then the share of annotators that rank it, the
-    query's yield, and the yield times the best 1/√rank, so that a rich query can lift its
-    top ranks more than its deep ones (where rankings hold few positives whatever the query).
-    A judged pair's yield leaves its own answer out: with it the feature would hold the
-    label, and the model would trust it too much. Returns the pairs (first-ranked order),
-    their rows, and which of them are judged.
+    Returns the pairs, a (pairs × annotators) matrix of 1-based ranks (0: not ranked) and one
+    of scores rescaled to [0, 1] within the annotator's list (best 1, worst 0; NaN where the
+    annotator does not rank the pair or gave no scores).
     """
     index: dict[Pair, int] = {}
-    columns: list[tuple[int, list[int]]] = []
-    for column, annotator in enumerate(annotators):
+    placed: list[tuple[list[int], np.ndarray | None]] = []
+    for annotator in annotators:
         ranked = query.lists.get(annotator, ())
-        columns.append((column, [index.setdefault(pair, len(index)) for pair in ranked]))
-    n = len(annotators)
-    rows = np.zeros((len(index), 2 * n + 3))
-    for column, positions in columns:
-        rows[positions, 2 * column] = np.arange(1, len(positions) + 1) ** -0.5
-        rows[positions, 2 * column + 1] = 1.0
-    pairs = list(index)
+        positions = [index.setdefault(pair, len(index)) for pair in ranked]
+        raw = query.scores.get(annotator, ())
+        scaled = None
+        if len(raw) >= len(positions) and positions:
+            values = np.asarray(raw[: len(positions)], dtype=float)
+            spread = values.max() - values.min()
+            scaled = (values - values.min()) / spread if spread > 0 else np.ones(len(values))
+        placed.append((positions, scaled))
+    ranks = np.zeros((len(index), len(annotators)))
+    scores = np.full((len(index), len(annotators)), np.nan)
+    for column, (positions, scaled) in enumerate(placed):
+        ranks[positions, column] = np.arange(1, len(positions) + 1)
+        if scaled is not None:
+            scores[positions, column] = scaled
+    return list(index), ranks, scores
+
+
+def query_yields(judged: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    """The query's yield so far for each of its pairs, Laplace-smoothed.
+
+    A judged pair's yield leaves its own answer out: with it the feature would hold the
+    label, and the model would trust it too much.
+    """
+    positives, count = answers[judged].sum(), judged.sum()
+    return np.where(judged, (1 + positives - answers) / (1 + count), (1 + positives) / (2 + count))
+
+
+def feature_blocks(
+    ranks: np.ndarray, scores: np.ndarray, query_yield: np.ndarray, groups: Sequence[str]
+) -> np.ndarray:
+    """The feature rows of pairs from their ranks, scores and query yield, group by group.
+
+    `rank`: per annotator 1/√rank and "ranks it"; `score`: per annotator its score within
+    the list (0 when unranked) and the gap to the list's best (1 when unranked); `share`:
+    the share of annotators that rank it; `agreement`: the share that put it in their top
+    `AGREEMENT_K`; `yield`: the query's yield, and it times the best 1/√rank, so that a rich
+    query lifts its top ranks more than its deep ones. An unranked pair's row has ranks 0.
+    """
+    n = max(ranks.shape[1], 1)
+    inverse = np.where(ranks > 0, np.maximum(ranks, 1) ** -0.5, 0.0)
+    ranked = (ranks > 0).astype(float)
+    blocks: list[np.ndarray] = []
+    for group in groups:
+        if group == "rank":
+            blocks.append(np.stack([inverse, ranked], axis=2).reshape(len(ranks), -1))
+        elif group == "score":
+            known = np.nan_to_num(scores, nan=0.0)
+            gap = np.where(np.isnan(scores), 1.0, 1.0 - known)
+            blocks.append(np.stack([known, gap], axis=2).reshape(len(ranks), -1))
+        elif group == "share":
+            blocks.append(ranked.sum(axis=1, keepdims=True) / n)
+        elif group == "agreement":
+            top = ((ranks > 0) & (ranks <= AGREEMENT_K)).sum(axis=1, keepdims=True)
+            blocks.append(top / n)
+        elif group == "yield":
+            best = inverse.max(axis=1, initial=0.0)
+            blocks.append(np.stack([query_yield, query_yield * best], axis=1))
+        else:
+            raise ValueError(f"unknown feature group {group!r} (known: {FEATURE_GROUPS_ALL})")
+    return np.hstack(blocks) if blocks else np.zeros((len(ranks), 0))
+
+
+def query_features(
+    query: QueryRankings,
+    annotators: Sequence[int],
+    outcomes: Mapping[Pair, bool],
+    groups: Sequence[str] | None = None,
+) -> tuple[list[Pair], np.ndarray, np.ndarray]:
+    """The features (`feature_blocks`) of every pair some annotator ranks for this query.
+
+    Returns the pairs (first-ranked order), their rows, and which of them are judged.
+    """
+    pairs, ranks, scores = _rank_columns(query, annotators)
     judged = np.array([pair in outcomes for pair in pairs], dtype=bool)
     answers = np.array([bool(outcomes.get(pair, False)) for pair in pairs], dtype=float)
-    positives, count = answers.sum(), judged.sum()
-    query_yield = np.where(
-        judged, (1 + positives - answers) / (1 + count), (1 + positives) / (2 + count)
-    )
-    rows[:, -3] = rows[:, 1 : 2 * n : 2].sum(axis=1) / n
-    rows[:, -2] = query_yield
-    rows[:, -1] = query_yield * rows[:, 0 : 2 * n : 2].max(axis=1, initial=0.0)
+    groups = FEATURE_GROUPS if groups is None else groups
+    rows = feature_blocks(ranks, scores, query_yields(judged, answers), groups)
     return pairs, rows, judged
 
 
@@ -100,9 +164,13 @@ class GroupModel:
 
 
 def group_model(
-    queries: Sequence[QueryRankings], outcomes: Mapping[Pair, bool], taken: set[Pair]
+    queries: Sequence[QueryRankings],
+    outcomes: Mapping[Pair, bool],
+    taken: set[Pair],
+    groups: Sequence[str] | None = None,
 ) -> GroupModel:
     """Fit the logistic fusion on one group's judged pairs; predict its untaken ranked pairs."""
+    groups = FEATURE_GROUPS if groups is None else groups
     annotators = sorted({a for q in queries for a in q.lists})
     rows: list[tuple[int, Pair]] = []
     features: list[np.ndarray] = []
@@ -110,7 +178,7 @@ def group_model(
     train_y: list[float] = []
     yields: dict[int, float] = {}
     for query in queries:
-        pairs, matrix, judged = query_features(query, annotators, outcomes)
+        pairs, matrix, judged = query_features(query, annotators, outcomes, groups)
         answers = [float(outcomes[pair]) for pair, seen in zip(pairs, judged, strict=True) if seen]
         yields[query.query_id] = (1 + sum(answers)) / (2 + len(answers))
         train_x.append(matrix[judged])
@@ -123,8 +191,8 @@ def group_model(
         return GroupModel(rows, None, None)
     weights = logistic_fit(np.vstack(train_x), labels)
     probabilities = logistic_predict(weights, np.vstack(features))
-    unranked = np.zeros((len(yields), 2 * len(annotators) + 3))
-    unranked[:, -2] = list(yields.values())  # no rank feature, no share: only the yield
+    nobody = np.zeros((len(yields), len(annotators)))  # no annotator ranks these pairs
+    unranked = feature_blocks(nobody, nobody + np.nan, np.array(list(yields.values())), groups)
     tail = dict(zip(yields, logistic_predict(weights, unranked).tolist(), strict=True))
     return GroupModel(rows, probabilities, tail)
 

@@ -7,7 +7,7 @@ The shared ground of the adjudication policies (`policies`) and the learned fusi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 Pair = tuple[int, int]  # (image pk, caption pk)
 RRF_K = 60  # reciprocal rank fusion constant (Cormack, Clarke and Buettcher, SIGIR 2009)
@@ -20,6 +20,9 @@ class QueryRankings:
     query_id: int
     lists: Mapping[int, Sequence[Pair]]  # annotator id → pairs
     group: str = ""  # queries of one group share yield estimates (the direction)
+    # annotator id → similarity scores aligned with `lists` (optional: only the learned
+    # policy's `score` features read them)
+    scores: Mapping[int, Sequence[float]] = field(default_factory=dict)
 
 
 def fused_ranking(lists: Mapping[int, Sequence[Pair]], rrf_k: int = RRF_K) -> list[Pair]:
