@@ -186,16 +186,7 @@ def _submit_locked(
         locked.save(update_fields=["status"])
         hits_recount_slots(hit_ids=[locked.hit_id])
     elif locked.status not in (AssignmentStatus.ACCEPTED, AssignmentStatus.EXPIRED):
-        stored = list(locked.judgements.order_by("item__position"))
-        return SubmissionResult(
-            assignment=locked,
-            judgements=stored,
-            golden_failures=tuple(
-                miss.describe() for miss in assignment_golden_misses(assignment_id=locked.pk)
-            ),
-            created=False,
-            differs=not _same_answers(stored, _repeat_by_item(locked, answers, by_page)),
-        )
+        return _already_submitted(locked, answers, by_page)
     elif locked.status == AssignmentStatus.ACCEPTED:
         batch = locked.hit.batch
         if batch.state != BatchState.ANNOTATING:  # closed early, or cancelled: verdicts set
@@ -243,6 +234,22 @@ def _submit_locked(
             golden_failures=tuple(miss.describe() for miss in misses),
         )
     return None
+
+
+def _already_submitted(
+    locked: Assignment, answers: Sequence[AnswerInput], by_page: bool
+) -> SubmissionResult:
+    """What was stored the first time, and whether this repeat's answers differ from it."""
+    stored = list(locked.judgements.order_by("item__position"))
+    return SubmissionResult(
+        assignment=locked,
+        judgements=stored,
+        golden_failures=tuple(
+            miss.describe() for miss in assignment_golden_misses(assignment_id=locked.pk)
+        ),
+        created=False,
+        differs=not _same_answers(stored, _repeat_by_item(locked, answers, by_page)),
+    )
 
 
 def _repeat_by_item(

@@ -146,7 +146,8 @@ def combined_recall(result: dict[str, Any], key: str) -> float | None:
     return found / (found + missing)
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
+    """Read the command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", help="folder for the databases and files (default: temporary)")
@@ -169,7 +170,11 @@ def main() -> None:
     )
     parser.add_argument("--child", choices=("fixed", "adaptive"), help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, default=0, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     settings = json.loads(args.settings)
     if args.child:
         result = strategy_run(

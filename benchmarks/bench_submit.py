@@ -342,7 +342,8 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
+    """Read and check the command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--seconds", type=float, default=20, help="timed window of each round (default 20)"
@@ -388,7 +389,11 @@ def main() -> None:
         parser.error("--seconds, --clients, --workers and --rounds must be positive")
     if args.hits < 2 * args.clients:
         parser.error(f"--hits must be at least 2 x --clients ({2 * args.clients})")
+    return args
 
+
+def main() -> None:
+    args = _arguments()
     # SIGTERM runs the clean-up too (gunicorn stopped, database dropped), like Ctrl-C.
     signal.signal(signal.SIGTERM, _interrupt)
     # Like the test runner: no query log in this process while it bulk-inserts.
