@@ -20,7 +20,7 @@ from enum import Enum
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import Count, F, Func, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -34,7 +34,6 @@ from .models import (
     Assignment,
     AssignmentStatus,
     BatchState,
-    Instructions,
     Worker,
     WorkerSource,
 )
@@ -67,12 +66,6 @@ def _active_subquery() -> Subquery:
         .annotate(n=Count("pk"))
         .values("n")
     )
-
-
-def _instructions_current(batch_id: int) -> Subquery:
-    """The id of the batch's latest instructions, read by the INSERT of the assignment."""
-    latest = Instructions.objects.filter(batch_id=batch_id).order_by("-version")
-    return Subquery(latest.values("pk")[:1])
 
 
 def hits_lock(*, hit_ids: Iterable[int], skip_locked: bool = False) -> list[int]:
@@ -196,41 +189,16 @@ def _active_count(hit: HIT) -> int:
 
 def _assign(hit: HIT, worker: Worker, now: datetime, active: int) -> Assignment:
     """Create the assignment and set the slot hint; the caller holds the HIT's lock."""
-    assignment = _assignment_insert(
-        hit, worker, now, instructions_current_id(batch_id=hit.batch_id)
-    )
-    HIT.objects.filter(pk=hit.pk).update(active_assignments=active + 1)
-    return assignment
-
-
-def _assignment_insert(
-    hit: HIT, worker: Worker, now: datetime, instructions_id: int | Subquery | None
-) -> Assignment:
-    """Insert the assignment; `instructions_id` may be a subquery that the INSERT runs."""
     assignment = Assignment.objects.create(
         hit=hit,
         worker=worker,
         deadline=_deadline(hit, now),
         page_seed=secrets.randbelow(PAGE_SEEDS),  # this worker's own order of the pairs
         # The version shown with this work, for good: a later version never changes it.
-        instructions_id=instructions_id,
+        instructions_id=instructions_current_id(batch_id=hit.batch_id),
     )
-    if isinstance(instructions_id, Subquery):  # not the id: it is read when asked for
-        assignment.__dict__.pop("instructions_id")
+    HIT.objects.filter(pk=hit.pk).update(active_assignments=active + 1)
     return assignment
-
-
-def _slot_take(hit_id: int) -> bool:
-    """Count the HIT's active work and, if a slot is free, set the hint to that count + 1
-    (the assignment the caller creates next); say whether a slot was free. One statement,
-    run after the HIT's lock, so the count sees every assignment committed before it."""
-    # A plain COUNT (no GROUP BY: one row, 0 when none): quicker to build than Count().
-    active = Assignment.objects.filter(hit=OuterRef("pk"), status__in=ACTIVE_STATUSES)
-    exact = Subquery(
-        active.order_by().values(n=Func("pk", function="COUNT")), output_field=IntegerField()
-    )
-    taken = HIT.objects.filter(pk=hit_id, max_assignments__gt=exact)
-    return bool(taken.update(active_assignments=exact + 1))
 
 
 def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignment | None:
@@ -243,11 +211,10 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
     queueing on the same row, and a request waits for a locked one only when every free
     HIT is locked at that moment.
     After the lock, the slot count is read again (a new statement sees every assignment
-    committed meanwhile; the same UPDATE sets the hint), so a HIT never gets more than
-    `max_assignments`; a stale hint is corrected on the spot. Requests of one worker
-    queue on its row, so a repeat resumes the open assignment. Overdue work of others is
-    expired when no HIT looks free (and by the periodic task), not on every request.
-    Returns None when no HIT is free.
+    committed meanwhile), so a HIT never gets more than `max_assignments`; a stale hint is
+    corrected on the spot. Requests of one worker queue on its row, so a repeat resumes
+    the open assignment. Overdue work of others is expired when no HIT looks free (and by
+    the periodic task), not on every request. Returns None when no HIT is free.
     """
     if worker.is_blocked:
         raise ServiceError("your account is blocked from taking new HITs")
@@ -261,9 +228,6 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
         )
         .exclude(assignments__worker=worker)
         .order_by("batch_id", "index")
-        # Its batch comes with it, not the batch's reports (they can be large).
-        .select_related("batch")
-        .defer("batch__reports", "batch__mturk")
     )
     if qualification_gates(worker):
         free = free.exclude(batch_id__in=batches_closed_to(worker=worker))
@@ -319,7 +283,11 @@ def _try_assign_once(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assi
             hits_lock(hit_ids=[current.hit_id])
             Assignment.objects.filter(pk=current.pk).update(status=AssignmentStatus.EXPIRED)
             hits_recount_slots(hit_ids=[current.hit_id])
-        hit = free.select_for_update(skip_locked=skip_locked, of=("self",)).first()
+        hit = (
+            free.select_for_update(skip_locked=skip_locked, of=("self",))
+            .select_related("batch")
+            .first()
+        )
         if hit is None and skip_locked and current is not None:
             # We hold the expired HIT's row now: waiting for another HIT could be crosswise.
             return _Miss.FILLED  # the next try holds no HIT and may wait
@@ -327,14 +295,15 @@ def _try_assign_once(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assi
             # Every free HIT may be locked by a concurrent request for a moment: wait for
             # the first one instead of saying that nothing is free. We hold only our
             # worker's row, which no holder of a HIT lock waits for: no deadlock.
-            hit = free.select_for_update(of=("self",)).first()
+            hit = free.select_for_update(of=("self",)).select_related("batch").first()
         if hit is None:
             return _Miss.NOTHING_FREE
-        if not _slot_take(hit.pk):  # the hint was stale: the HIT is full
-            HIT.objects.filter(pk=hit.pk).update(active_assignments=Coalesce(_active_subquery(), 0))
-            return _Miss.FILLED
-        budget_hold(batch=hit.batch, config=batch_config(hit.batch))
-        return _assignment_insert(hit, worker, now, _instructions_current(hit.batch_id))
+        active = _active_count(hit)
+        if active < hit.max_assignments:
+            budget_hold(batch=hit.batch, config=batch_config(hit.batch))
+            return _assign(hit, worker, now, active)
+        HIT.objects.filter(pk=hit.pk).update(active_assignments=active)  # the hint was stale
+        return _Miss.FILLED
 
 
 def assignments_close_batch(*, batch_id: int) -> int:
