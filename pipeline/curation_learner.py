@@ -21,6 +21,7 @@ from mitl.curation.crowd_learner import (
     LearnerQuery,
     LearnerRanking,
     PairFeatures,
+    enough_verdicts,
     learner_rankings,
 )
 from mitl.curation.rankings import Pair, QueryRankings
@@ -64,6 +65,8 @@ def learner_rankings_add(
         )
         for q in inputs.queries
     ]
+    if not enough_verdicts(judged):  # round 0: no need to prepare the annotators
+        return {"ranked": False, "judged_pairs": len(judged), "seconds": 0.0}
     features = PairFeatures(
         _frozen_views(batch, config, loaded),
         loaded.corpus.n_images,

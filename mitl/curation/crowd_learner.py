@@ -18,7 +18,7 @@ maps them (`pipeline.curation_learner`). Pure numpy; no Django.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -188,6 +188,12 @@ def fold_models_fit(
     return FoldModels(fold_of_image, mean, scale, weights)
 
 
+def enough_verdicts(judged: Mapping[tuple[int, int], bool]) -> bool:
+    """Whether the crowd has judged `MIN_CLASS` positives and negatives (else no fit)."""
+    positives = sum(judged.values())
+    return positives >= MIN_CLASS and len(judged) - positives >= MIN_CLASS
+
+
 def learner_rankings(
     features: PairFeatures,
     queries: Sequence[LearnerQuery],
@@ -202,9 +208,9 @@ def learner_rankings(
     without judging (a caption with its own image left out by the caller). It needs
     `MIN_CLASS` judged positives and negatives.
     """
-    labelled = dict(judged)
-    if sum(labelled.values()) < MIN_CLASS or sum(not v for v in labelled.values()) < MIN_CLASS:
+    if not enough_verdicts(judged):
         return None
+    labelled = dict(judged)
     labelled.update(dict.fromkeys(known - set(judged), True))
     rng = np.random.default_rng(seed)
     negatives = presumed_negatives(
