@@ -104,7 +104,9 @@ def _principal_coordinates(
     return (image_vectors - centre) @ top, (caption_vectors - centre) @ top
 
 
-def _pair_similarities(similarity: SimilarityFn, images: np.ndarray, captions: np.ndarray):
+def _pair_similarities(
+    similarity: SimilarityFn, images: np.ndarray, captions: np.ndarray
+) -> np.ndarray:
     """One annotator's score of each aligned pair, one block per image (or per caption)."""
     out = np.empty(len(images))
     by_image = len(np.unique(images)) <= len(np.unique(captions))
