@@ -55,7 +55,7 @@ DEMO_ACCOUNTS = {"admin": True, "annotator1": False, "annotator2": False}  # nam
 # strategy spends on the same queries (k = 5 from four annotators, three workers per HIT:
 # ~11,000). Adaptive asks two workers per HIT and a second HIT's pair only where they split.
 DEMO_BUDGET = 11_000
-# The learner annotator lifts recall on synthetic data (docs/curation.md, two seeds).
+# The learner annotator lifts recall on synthetic data (docs/curation.md, three seeds).
 ADAPTIVE_SETTINGS = {
     "strategy": "adaptive",
     "adjudication": "learned",
