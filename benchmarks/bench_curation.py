@@ -5,11 +5,12 @@ queries, four machine annotators, the same simulated crowd and seed), each in it
 SQLite database beside a shared folder (the synthetic files and the tiny CLIP are made
 once). `fixed` judges every annotator's top 5 once with three workers per HIT; its
 judgements, golden pairs and re-posted work included, become the budget of `adaptive`
-(the demo's: learned adjudication, two workers per HIT and a second HIT only for pairs
-they split on). A third run, "selection only", gives adaptive fixed's three workers per
-HIT, to show what the choice of pairs alone buys. The script checks that no run spent
-more than fixed, then prints for each the true positives the crowd found, the release's
-true and estimated recall, and the verdicts' precision, and ends with the JSON line
+(the demo's: learned adjudication, the learner annotator, two workers per HIT and a
+second HIT only for pairs they split on). A third run, "selection only", gives adaptive
+fixed's three workers per HIT, to show what the choice of pairs alone buys. The script
+checks that no run spent more than fixed, then prints for each the true positives the
+crowd found, the release's true and estimated recall, and the verdicts' precision, and
+ends with the JSON line
 
     {"benchmark": "curation", "ratio": adaptive true positives / fixed true positives,
      "target": 1.5, "better": "higher", "recall_estimate_error": ..., "precision": ...}

@@ -72,7 +72,14 @@ from mitl.curation.rankings import Pair
 
 # The demo's batch (pipeline.demo: DEMO_BUDGET, ADAPTIVE_SETTINGS; tests check they agree).
 DEMO_BUDGET = 11_000
-DEMO_SETTINGS = {"strategy": "adaptive", "adjudication": "learned", "assignments_per_hit": 2}
+# The learner annotator (crowd_learner) needs the annotators' features, which this world
+# does not have: its rankings are not simulated here.
+DEMO_SETTINGS = {
+    "strategy": "adaptive",
+    "adjudication": "learned",
+    "assignments_per_hit": 2,
+    "crowd_learner": True,
+}
 ESTIMATORS = ("rank_strata", "model_assisted")
 COVERAGE_TARGET = 0.90
 HALF_WIDTH_TARGET = 0.12

@@ -72,6 +72,9 @@ class BatchConfig:
     # Adaptive: stop the rounds once every direction's lower 95% bound of the estimated
     # recall reaches this (a certified recall, pipeline.curation.rounds_continue); 0 = none.
     target_recall: float = 0.0
+    # Adaptive: before each round, fit the learner annotator on the verdicts so far and add
+    # its ranking of every query (mitl.curation.crowd_learner); off by default.
+    crowd_learner: bool = False
     # The queries of this positive set (its `queries`, e.g. ECCV Caption's) instead of a
     # random sample; "" = sample (pipeline.launch.batch_create_with_queries).
     queries_from: str = ""
@@ -173,11 +176,12 @@ def parse_batch_config(raw: Mapping[str, Any]) -> BatchConfig:
     for name, (low, high) in _INT_RANGES.items():
         if name in values:
             values[name] = _parse_int(name, values[name], low, high)
-    if "followups" in values and not isinstance(values["followups"], bool):
-        raise ConfigError(
-            f"batch config: `followups` must be true or false (got {values['followups']!r})",
-            key="followups",
-        )
+    for name in ("followups", "crowd_learner"):
+        if name in values and not isinstance(values[name], bool):
+            raise ConfigError(
+                f"batch config: `{name}` must be true or false (got {values[name]!r})",
+                key=name,
+            )
     for name, choices in _CHOICES.items():
         if name in values and values[name] not in choices:
             raise ConfigError(

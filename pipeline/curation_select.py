@@ -15,6 +15,7 @@ from django.db.models import Q
 
 from annotation.models import Batch, Candidate, Direction, Proposal, Ranking, Verdict
 from mitl.config import BatchConfig
+from mitl.curation.crowd_learner import LEARNER_ID
 from mitl.curation.design import predicted_sample, with_predictions
 from mitl.curation.learned import group_model
 from mitl.curation.policies import Pick, policy_select
@@ -32,6 +33,7 @@ from .curation import (
     round_samples,
     universes_of,
 )
+from .curation_learner import learner_rankings_add
 from .progress import StageTracker
 
 SampledPair = tuple[int, Pair, str]  # (query id, pair, stratum) of the random sample
@@ -53,6 +55,7 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
     plan = next_round_budget(batch=batch, config=config)
     inputs = curation_inputs(batch=batch, config=config)
     tracker.start(plan.task_pairs)
+    learner = learner_rankings_add(batch=batch, config=config, inputs=inputs)
     rejudged = rejudge_candidates(batch=batch, config=config)[: plan.task_pairs // 2]
     sample_total = round((plan.task_pairs - len(rejudged)) * config.estimate_share)
     picks = policy_select(
@@ -80,6 +83,7 @@ def round_select(*, batch: Batch, config: BatchConfig, tracker: StageTracker) ->
                 "rejudged": rejudged,
                 "sample_population": populations,
                 "sample_design": predictions,
+                **({"learner": learner} if learner else {}),
             },
         )
     tracker.finish()
@@ -171,6 +175,7 @@ def _candidates_write(
             # ids start with the picks' (rows lists them first); samples have no proposal
             for candidate_id, pick in zip(ids, picks, strict=False)
             for annotator_id, rank in pick.ranked_by
+            if annotator_id != LEARNER_ID  # the learner has no annotator row
         ],
     )
 
