@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from mitl.relevance.calibrated import regressor_make
+from mitl.relevance.context import Context, pair_context
 from mitl.relevance.images import AGGREGATIONS, CaptionCorpus, pair_relevance
 from mitl.relevance.proxies import CaptionProxy
 
@@ -127,38 +129,23 @@ def context_features(
 ) -> dict[str, np.ndarray]:
     """Return sentence-embedding context of each rated pair (unit-norm caption `vectors`).
 
-    An image is the normalised mean of its captions' embeddings (its centroid). Image pairs:
-    the caption against the image's centroid, the caption's own image against the image
-    (how alike the two images read), and where the image ranks among every image for the
-    caption (share of images below it, and its gap to the best one). Caption pairs: the two
-    captions' own images against each other, and each caption against the other's image.
+    Image pairs: `mitl.relevance.context` (the image centroid, how alike the two images
+    read, where the image ranks for the caption and the caption for the image). Caption
+    pairs: the two captions' own images against each other, and each caption against the
+    other's image.
     """
+    if ratings.kind == "image":
+        return pair_context(Context.of(corpus, vectors), ratings.left, ratings.right)
     sums = np.zeros((len(corpus.image_ids), vectors.shape[1]))
     np.add.at(sums, corpus.image_of, vectors)
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
     centroids = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
-    left = vectors[ratings.left]
     own = centroids[corpus.image_of[ratings.left]]
-    if ratings.kind == "caption":
-        other = centroids[corpus.image_of[ratings.right]]
-        return {
-            "context/images": np.einsum("ij,ij->i", own, other),
-            "context/left_to_right_image": np.einsum("ij,ij->i", left, other),
-            "context/right_to_left_image": np.einsum("ij,ij->i", vectors[ratings.right], own),
-        }
-    target = centroids[ratings.right]
-    to_target = np.einsum("ij,ij->i", left, target)
-    below = np.zeros(len(left))
-    best = np.zeros(len(left))
-    for start in range(0, len(left), 4096):
-        scores = left[start : start + 4096] @ centroids.T
-        below[start : start + 4096] = (scores < to_target[start : start + 4096, None]).mean(axis=1)
-        best[start : start + 4096] = scores.max(axis=1)
+    other = centroids[corpus.image_of[ratings.right]]
     return {
-        "context/centroid": to_target,
-        "context/images": np.einsum("ij,ij->i", own, target),
-        "context/rank_share": below,
-        "context/gap_to_best": best - to_target,
+        "context/images": np.einsum("ij,ij->i", own, other),
+        "context/left_to_right_image": np.einsum("ij,ij->i", vectors[ratings.left], other),
+        "context/right_to_left_image": np.einsum("ij,ij->i", vectors[ratings.right], own),
     }
 
 
@@ -195,7 +182,6 @@ def fit_combination(
 ) -> np.ndarray | None:
     """Return out-of-fold predictions of the ratings from every feature (folds by image), or
     None when the pairs cover fewer than two images (nothing to hold out)."""
-    from sklearn.ensemble import HistGradientBoostingRegressor
     from sklearn.model_selection import GroupKFold
 
     if len(np.unique(ratings.groups)) < 2:
@@ -205,9 +191,7 @@ def fit_combination(
     predictions = np.zeros(len(y))
     folds = GroupKFold(n_splits=min(FOLDS, len(np.unique(ratings.groups))))
     for fit_rows, score_rows in folds.split(x, y, groups=ratings.groups):
-        model = HistGradientBoostingRegressor(
-            max_iter=300, learning_rate=0.05, max_leaf_nodes=15, random_state=seed
-        )
+        model = regressor_make(seed)
         model.fit(x[fit_rows], y[fit_rows])
         predictions[score_rows] = model.predict(x[score_rows])
     return predictions
