@@ -31,6 +31,16 @@ from mitl.relevance.proxies import PROXIES, CaptionProxy, proxy_build, proxy_una
 CALIBRATED = "calibrated"
 CONTEXT_ENCODER = "minilm"  # the embeddings the context features read
 GRID_PAIRS = 400_000  # image–caption pairs predicted per block (bounds the features held)
+# Features are rounded before the trees read them: a pair's features computed as a block or
+# one by one differ in the last float bits, and a tree threshold between two such values
+# (1/3 summed two ways) would score the same pair differently.
+FEATURE_DECIMALS = 4
+
+
+def feature_columns(features: Mapping[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
+    """Return the named features as rounded columns, one row per pair, in `names` order."""
+    columns = np.column_stack([np.ravel(features[name]) for name in names])
+    return np.round(columns.astype(np.float64), FEATURE_DECIMALS)
 
 
 class CalibratedModelError(ValueError):
@@ -110,7 +120,7 @@ def calibrated_fit(
 
     names = tuple(sorted(features))
     regressor = regressor_make(seed)
-    regressor.fit(np.column_stack([features[name] for name in names]), scores)
+    regressor.fit(feature_columns(features, names), scores)
     blob = pickle.dumps(regressor, protocol=pickle.HIGHEST_PROTOCOL)
     return CalibratedModel(
         proxies=tuple(proxies),
@@ -161,7 +171,7 @@ class CalibratedScorer:
             features.update({f"{name}/{agg}": block for agg, block in blocks.items()})
         if self.context is not None:
             features.update(grid_context(self.context, captions, images))
-        x = np.column_stack([features[name].ravel() for name in self.model.features])
+        x = feature_columns(features, self.model.features)
         predicted = self.regressor.predict(x).reshape(len(captions), len(images))
         return np.clip(predicted / self.model.scale, 0.0, 1.0).astype(np.float32)
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from mitl.relevance.calibrated import regressor_make
+from mitl.relevance.calibrated import feature_columns, regressor_make
 from mitl.relevance.context import Context, pair_context
 from mitl.relevance.images import AGGREGATIONS, CaptionCorpus, pair_relevance
 from mitl.relevance.proxies import CaptionProxy
@@ -186,7 +186,7 @@ def fit_combination(
 
     if len(np.unique(ratings.groups)) < 2:
         return None
-    x = np.column_stack([features[name] for name in sorted(features)])
+    x = feature_columns(features, sorted(features))
     y = ratings.score
     predictions = np.zeros(len(y))
     folds = GroupKFold(n_splits=min(FOLDS, len(np.unique(ratings.groups))))

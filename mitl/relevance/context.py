@@ -25,6 +25,9 @@ CONTEXT_FEATURES: tuple[str, ...] = (
     "context/rank_share",
 )
 BLOCK_ROWS = 2048  # captions scored against every centroid at once
+# Cosines this close count as ties, not below: two matrix products may round the same
+# cosine differently in the last bits, and a pair must rank alike in every block.
+TIE = 1e-5
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,12 +62,12 @@ class Context:
 def _share_below(
     sorted_rows: np.ndarray, values: np.ndarray, which: np.ndarray | None = None
 ) -> np.ndarray:
-    """Return, row by row, the share of `sorted_rows[which[r]]` (default: row r) strictly
-    below each `values[r]`."""
+    """Return, row by row, the share of `sorted_rows[which[r]]` (default: row r) below each
+    `values[r]` by more than TIE."""
     counts = np.empty(values.shape, dtype=np.float64)
     for r in range(len(values)):
         row = sorted_rows[r if which is None else which[r]]
-        counts[r] = np.searchsorted(row, values[r], side="left")
+        counts[r] = np.searchsorted(row, values[r] - TIE, side="left")
     return counts / max(sorted_rows.shape[1], 1)
 
 
