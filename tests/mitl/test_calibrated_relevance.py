@@ -25,7 +25,7 @@ from mitl.relevance.images import (
 )
 from mitl.relevance.proxies import PROXIES, proxy_build
 
-WORDS = "a dog cat man woman red blue ball runs sits on the grass table plate food eats".split()
+WORDS = ["a", "dog", "cat", "man", "woman", "red", "blue", "ball", "runs", "sits", "on", "the"]
 
 
 def corpus_of(images: int = 9, seed: int = 1) -> CaptionCorpus:
