@@ -26,6 +26,7 @@ from mitl.relevance.calibrated import (
 from mitl.relevance.calibration import (
     context_features,
     correlation_row,
+    coverage_features,
     fit_combination,
     image_ratings,
     proxy_features,
@@ -76,6 +77,7 @@ def calibrated_train(
     if context:
         vectors = built[CONTEXT_ENCODER].vectors  # type: ignore[attr-defined]
         features.update(context_features(ratings, data.corpus, vectors))
+    features.update(coverage_features(ratings, data.corpus))
     say(f"scoring the combination out of fold on {len(ratings.score):,} SITS pairs")
     predicted = fit_combination(features, ratings)
     say("fitting the calibrated model on every pair")

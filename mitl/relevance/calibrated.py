@@ -3,7 +3,8 @@ pair and kept with its feature pipeline, then applied to a whole corpus like a p
 
 A `CalibratedModel` names the caption proxies it reads (each under every aggregation of
 `mitl.relevance.images`) with their versions, whether it reads the MiniLM context of
-`mitl.relevance.context`, the feature columns in order, the ratings' top score (SITS: 5)
+`mitl.relevance.context` and the word coverage of `mitl.relevance.coverage`, the feature
+columns in order, the ratings' top score (SITS: 5)
 and the fitted regressor pickled, with the pickle's sha256. Its `version` is derived from
 all of that, so matrices cached under it are never reused for another model. Relevance is
 the prediction divided by the top score, clipped to [0, 1].
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from mitl.relevance.context import Context, grid_context
+from mitl.relevance.coverage import COVERAGE_FEATURES, COVERAGE_VERSION, Coverage
 from mitl.relevance.images import CaptionCorpus, Progress, caption_image_grid
 from mitl.relevance.neural import embed
 from mitl.relevance.proxies import PROXIES, CaptionProxy, proxy_build, proxy_unavailable
@@ -61,6 +63,7 @@ class CalibratedModel:
     proxies: tuple[str, ...]
     proxy_versions: Mapping[str, int]
     context: bool
+    coverage: int  # the COVERAGE_VERSION of the word-coverage features it reads, 0: none
     features: tuple[str, ...]  # the regressor's columns, in order
     scale: float  # the ratings' top score: relevance = prediction / scale
     model: bytes  # the fitted regressor, pickled
@@ -79,6 +82,7 @@ class CalibratedModel:
             "proxies": list(self.proxies),
             "proxy_versions": dict(self.proxy_versions),
             "context": self.context,
+            "coverage": self.coverage,
             "features": list(self.features),
             "scale": self.scale,
             "sha256": self.sha256,
@@ -91,6 +95,7 @@ class CalibratedModel:
             proxies=tuple(spec["proxies"]),
             proxy_versions={k: int(v) for k, v in spec["proxy_versions"].items()},
             context=bool(spec["context"]),
+            coverage=int(spec.get("coverage", 0)),
             features=tuple(spec["features"]),
             scale=float(spec["scale"]),
             model=bytes(model),
@@ -115,7 +120,8 @@ def calibrated_fit(
     scale: float,
     seed: int = 0,
 ) -> CalibratedModel:
-    """Fit the combination on every rated pair and return it as a storable model."""
+    """Fit the combination on every rated pair and return it as a storable model; it reads
+    the word-coverage features when `features` holds them."""
     import sklearn
 
     names = tuple(sorted(features))
@@ -126,6 +132,7 @@ def calibrated_fit(
         proxies=tuple(proxies),
         proxy_versions={name: PROXIES[name].version for name in proxies},
         context=context,
+        coverage=COVERAGE_VERSION if COVERAGE_FEATURES[0] in features else 0,
         features=names,
         scale=float(scale),
         model=blob,
@@ -137,6 +144,11 @@ def calibrated_fit(
 def calibrated_unavailable(model: CalibratedModel) -> str | None:
     """Say in one sentence why the model cannot score here (a proxy unknown, changed since it
     was fitted, or missing WordNet, Java or an encoder), or None."""
+    if model.coverage not in (0, COVERAGE_VERSION):
+        return (
+            f"the calibrated model was fitted on word coverage version {model.coverage}, now "
+            f"{COVERAGE_VERSION}: fit it again (relevance_calibrate … --save)"
+        )
     needed = [*model.proxies, *([CONTEXT_ENCODER] if model.context else [])]
     for name in needed:
         if name not in PROXIES:
@@ -161,6 +173,7 @@ class CalibratedScorer:
     regressor: Any
     proxies: Mapping[str, CaptionProxy]
     context: Context | None
+    coverage: Coverage | None
     corpus: CaptionCorpus
 
     def grid(self, captions: np.ndarray, images: np.ndarray) -> np.ndarray:
@@ -171,6 +184,8 @@ class CalibratedScorer:
             features.update({f"{name}/{agg}": block for agg, block in blocks.items()})
         if self.context is not None:
             features.update(grid_context(self.context, captions, images))
+        if self.coverage is not None:
+            features.update(self.coverage.grid(captions, images))
         x = feature_columns(features, self.model.features)
         predicted = self.regressor.predict(x).reshape(len(captions), len(images))
         return np.clip(predicted / self.model.scale, 0.0, 1.0).astype(np.float32)
@@ -209,4 +224,5 @@ def calibrated_scorer(
     if model.context:
         vectors = embed(corpus.texts, cache_dir=cache_dir, encoder=CONTEXT_ENCODER)
         context = Context.of(corpus, vectors)
-    return CalibratedScorer(model, model.regressor(), built, context, corpus)
+    coverage = Coverage.of(corpus) if model.coverage else None
+    return CalibratedScorer(model, model.regressor(), built, context, coverage, corpus)

@@ -15,7 +15,8 @@ candidate).
 pairs that are not ground truth (a caption with an image other than its own; for STS,
 captions of different images): a proxy can look good only because ground-truth pairs are
 easy. `fit_combination` fits gradient-boosted trees on every proxy feature (and, with the
-MiniLM embeddings, the context of `context_features`) and scores each pair out of fold, with
+MiniLM embeddings, the context of `context_features`; for image pairs, the word coverage
+of `coverage_features`) and scores each pair out of fold, with
 folds that split by the rated image (SITS, crowd) or the first caption's image (STS): every
 pair of that image falls in one fold, so no rated image is both fitted and scored. A
 caption's own image, or the second caption's, may still sit in the fitted folds.
@@ -32,6 +33,7 @@ from scipy import stats
 
 from mitl.relevance.calibrated import feature_columns, regressor_make
 from mitl.relevance.context import Context, pair_context
+from mitl.relevance.coverage import Coverage
 from mitl.relevance.images import AGGREGATIONS, CaptionCorpus, pair_relevance
 from mitl.relevance.proxies import CaptionProxy
 
@@ -147,6 +149,14 @@ def context_features(
         "context/left_to_right_image": np.einsum("ij,ij->i", vectors[ratings.left], other),
         "context/right_to_left_image": np.einsum("ij,ij->i", vectors[ratings.right], own),
     }
+
+
+def coverage_features(ratings: Ratings, corpus: CaptionCorpus) -> dict[str, np.ndarray]:
+    """Return the word coverage (`mitl.relevance.coverage`) of rated image pairs; none for
+    caption pairs."""
+    if ratings.kind != "image":
+        return {}
+    return Coverage.of(corpus).pairs(ratings.left, ratings.right)
 
 
 def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:

@@ -17,6 +17,7 @@ from mitl.relevance.calibrated import (
 )
 from mitl.relevance.calibration import image_ratings, proxy_features
 from mitl.relevance.context import Context, grid_context, pair_context
+from mitl.relevance.coverage import COVERAGE_VERSION, Coverage
 from mitl.relevance.images import (
     CaptionCorpus,
     caption_image_grid,
@@ -87,6 +88,24 @@ def test_grid_context_agrees_with_pair_context_and_ranks_from_both_sides():
     assert np.array_equal(np.argsort(column, kind="stable"), np.argsort(share, kind="stable"))
 
 
+def test_word_coverage_agrees_pair_by_pair_and_counts_the_image_s_words_together():
+    corpus = CaptionCorpus.of(
+        [1, 2, 3, 4], [10, 10, 20, 20], ["a red ball", "a dog sits", "red dog", "a cat"]
+    )
+    coverage = Coverage.of(corpus)
+    captions, images = every_pair(corpus)
+    grid = coverage.grid(np.arange(4), np.arange(2))
+    for name, values in coverage.pairs(captions, images).items():
+        np.testing.assert_allclose(grid[name].ravel(), values, err_msg=name)
+    # "red dog": no single caption of image 10 has both words, the two together do.
+    assert grid["coverage/words"][2, 0] == 1.0
+    assert grid["coverage/words"][1, 1] == 0.5  # "a dog sits" on image 20: "dog" only
+    assert grid["coverage/image_words"][2, 0] == pytest.approx(2 / 4)  # red ball dog sits
+    # "a red ball" on image 20: "red" matches but is on every image (idf 0), "ball" does not.
+    assert grid["coverage/words"][0, 1] == 0.5 and grid["coverage/idf_words"][0, 1] == 0.0
+    assert grid["coverage/idf_words"][3, 1] == 1.0  # "a cat" on its own image
+
+
 def fitted(corpus: CaptionCorpus) -> tuple[CalibratedModel, Context, dict]:
     """A model fitted on random ratings of every pair, from bow and rouge_l and the context."""
     built = {name: proxy_build(name, corpus.texts) for name in ("bow", "rouge_l")}
@@ -99,6 +118,7 @@ def fitted(corpus: CaptionCorpus) -> tuple[CalibratedModel, Context, dict]:
     ratings = image_ratings("sits", pairs, corpus, where="test")
     features = proxy_features(ratings, corpus, built)
     features.update(pair_context(context, captions, images))
+    features.update(Coverage.of(corpus).pairs(captions, images))
     rng = np.random.default_rng(3)
     scores = 5 * rng.random(len(captions)) * (0.3 + features["bow/max"])
     model = calibrated_fit(features, scores, proxies=list(built), context=True, scale=5.0)
@@ -109,7 +129,9 @@ def test_matrices_are_the_per_pair_prediction_in_both_directions():
     corpus = corpus_of()
     model, context, parts = fitted(corpus)
     regressor = model.regressor()
-    scorer = CalibratedScorer(model, regressor, parts["built"], context, corpus)
+    scorer = CalibratedScorer(
+        model, regressor, parts["built"], context, Coverage.of(corpus), corpus
+    )
     x = feature_columns(parts["features"], model.features)
     expected = np.clip(regressor.predict(x) / 5.0, 0, 1).reshape(len(corpus.texts), -1)
     assert expected.std() > 0.01  # the model does not predict a constant
@@ -126,7 +148,9 @@ def test_matrices_are_the_per_pair_prediction_in_both_directions():
 def test_blocks_and_progress_do_not_change_the_matrix(monkeypatch):
     corpus = corpus_of()
     model, context, parts = fitted(corpus)
-    scorer = CalibratedScorer(model, model.regressor(), parts["built"], context, corpus)
+    scorer = CalibratedScorer(
+        model, model.regressor(), parts["built"], context, Coverage.of(corpus), corpus
+    )
     whole = scorer.matrix("i2t", np.arange(len(corpus.image_ids)))
     monkeypatch.setattr("mitl.relevance.calibrated.GRID_PAIRS", 7)
     seen: list[tuple[int, int]] = []
@@ -144,6 +168,10 @@ def test_the_model_round_trips_and_its_version_follows_what_decides_its_values()
     assert again == model and again.version == model.version
     assert dataclasses.replace(model, scale=3.0).version != model.version
     assert dataclasses.replace(model, proxies=("bow",)).version != model.version
+    assert model.coverage == COVERAGE_VERSION
+    assert "word coverage version" in (
+        calibrated_unavailable(dataclasses.replace(model, coverage=COVERAGE_VERSION + 1)) or ""
+    )
     tampered = dataclasses.replace(model, model=model.model[:-1] + b"\0")
     with pytest.raises(CalibratedModelError, match="sha256"):
         tampered.regressor()
