@@ -8,7 +8,9 @@ words left out). For a caption c and an image i:
 - `coverage/words`: the share of c's words among i's words;
 - `coverage/idf_words`: the same weighted by each word's idf over images (a rare word that
   matches says more than "a man");
-- `coverage/image_words`: the share of i's words that c has.
+- `coverage/image_words`: the share of i's words that c has;
+- `coverage/stems`: `coverage/words` with a plural "s" dropped ("dogs" is "dog");
+- `coverage/bigrams`: the share of c's word pairs (stop words kept) found among i's.
 
 `grid` scores a block of captions against a block of images with one sparse product,
 `pairs` rated pairs one by one; both give the same values. Pure numpy and scipy.
@@ -17,19 +19,61 @@ words left out). For a caption c and an image i:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 from scipy import sparse
 
 from mitl.relevance.images import CaptionCorpus
-from mitl.relevance.lexical import SetOverlap, bow_items
+from mitl.relevance.lexical import ItemsOf, SetOverlap, bow_items
+from mitl.relevance.words import tokens
 
 COVERAGE_VERSION = 1  # changes whenever the values would
 COVERAGE_FEATURES: tuple[str, ...] = (
+    "coverage/bigrams",
     "coverage/idf_words",
     "coverage/image_words",
+    "coverage/stems",
     "coverage/words",
 )
+
+
+def _stem(token: str) -> str:
+    plural = len(token) > 3 and token.endswith("s") and not token.endswith("ss")
+    return token[:-1] if plural else token
+
+
+def stem_items(text: str) -> dict[str, set[str]]:
+    """Return the caption's words without stop words, plural "s" dropped, as one part."""
+    return {"": {_stem(token) for token in bow_items(text)[""]}}
+
+
+def bigram_items(text: str) -> dict[str, set[str]]:
+    """Return the caption's pairs of consecutive tokens, as one part."""
+    return {"": {f"{a} {b}" for a, b in pairwise(tokens(text))}}
+
+
+@dataclass(frozen=True, eq=False)
+class _Sets:
+    """Captions' item sets, and each image's union of its captions' sets."""
+
+    items: sparse.csr_array  # captions × items, binary
+    union: sparse.csr_array  # images × items, binary
+    sizes: np.ndarray  # items per caption
+
+    @classmethod
+    def of(cls, corpus: CaptionCorpus, member: sparse.csr_array, items_of: ItemsOf) -> _Sets:
+        items = SetOverlap(corpus.texts, items_of).matrices[0].astype(np.float64)
+        union = sparse.csr_array((member @ items) > 0).astype(np.float64)
+        return cls(items, union, np.asarray(items.sum(axis=1)).ravel())
+
+    def grid(self, captions: np.ndarray, images: np.ndarray) -> np.ndarray:
+        shared = (self.items[captions] @ self.union[images].T).toarray()
+        return _share(shared, self.sizes[captions][:, None])
+
+    def pairs(self, captions: np.ndarray, images: np.ndarray) -> np.ndarray:
+        shared = np.asarray(self.items[captions].multiply(self.union[images]).sum(axis=1))
+        return _share(shared.ravel(), self.sizes[captions])
 
 
 def _share(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
@@ -45,6 +89,8 @@ class Coverage:
     sizes: np.ndarray  # words per caption
     weighted_sizes: np.ndarray  # idf mass per caption
     union_sizes: np.ndarray  # words per image
+    stems: _Sets
+    bigrams: _Sets
 
     @classmethod
     def of(cls, corpus: CaptionCorpus) -> Coverage:
@@ -65,6 +111,8 @@ class Coverage:
             sizes=np.asarray(words.sum(axis=1)).ravel(),
             weighted_sizes=np.asarray(weighted.sum(axis=1)).ravel(),
             union_sizes=np.asarray(union.sum(axis=1)).ravel(),
+            stems=_Sets.of(corpus, member, stem_items),
+            bigrams=_Sets.of(corpus, member, bigram_items),
         )
 
     def grid(self, captions: np.ndarray, images: np.ndarray) -> dict[str, np.ndarray]:
@@ -77,6 +125,8 @@ class Coverage:
             "coverage/words": _share(shared, self.sizes[captions][:, None]),
             "coverage/idf_words": _share(weighted, self.weighted_sizes[captions][:, None]),
             "coverage/image_words": _share(shared, self.union_sizes[images][None, :]),
+            "coverage/stems": self.stems.grid(captions, images),
+            "coverage/bigrams": self.bigrams.grid(captions, images),
         }
 
     def pairs(self, captions: np.ndarray, images: np.ndarray) -> dict[str, np.ndarray]:
@@ -88,4 +138,6 @@ class Coverage:
             "coverage/words": _share(shared, self.sizes[captions]),
             "coverage/idf_words": _share(weighted, self.weighted_sizes[captions]),
             "coverage/image_words": _share(shared, self.union_sizes[images]),
+            "coverage/stems": self.stems.pairs(captions, images),
+            "coverage/bigrams": self.bigrams.pairs(captions, images),
         }

@@ -90,17 +90,20 @@ def test_grid_context_agrees_with_pair_context_and_ranks_from_both_sides():
 
 def test_word_coverage_agrees_pair_by_pair_and_counts_the_image_s_words_together():
     corpus = CaptionCorpus.of(
-        [1, 2, 3, 4], [10, 10, 20, 20], ["a red ball", "a dog sits", "red dog", "a cat"]
+        [1, 2, 3, 4], [10, 10, 20, 20], ["a red ball", "a dog sits", "red dogs", "a cat"]
     )
     coverage = Coverage.of(corpus)
     captions, images = every_pair(corpus)
     grid = coverage.grid(np.arange(4), np.arange(2))
     for name, values in coverage.pairs(captions, images).items():
         np.testing.assert_allclose(grid[name].ravel(), values, err_msg=name)
-    # "red dog": no single caption of image 10 has both words, the two together do.
-    assert grid["coverage/words"][2, 0] == 1.0
-    assert grid["coverage/words"][1, 1] == 0.5  # "a dog sits" on image 20: "dog" only
-    assert grid["coverage/image_words"][2, 0] == pytest.approx(2 / 4)  # red ball dog sits
+    # "red dogs": no single caption of image 10 has both words, the two together do (once
+    # the plural is dropped).
+    assert grid["coverage/stems"][2, 0] == 1.0 and grid["coverage/words"][2, 0] == 0.5
+    assert grid["coverage/stems"][1, 1] == 0.5  # "a dog sits" on image 20: "dog(s)" only
+    assert grid["coverage/words"][1, 1] == 0.0
+    assert grid["coverage/image_words"][2, 0] == pytest.approx(1 / 4)  # red of red ball dog sits
+    assert grid["coverage/bigrams"][1, 0] == 1.0 and grid["coverage/bigrams"][0, 1] == 0.0
     # "a red ball" on image 20: "red" matches but is on every image (idf 0), "ball" does not.
     assert grid["coverage/words"][0, 1] == 0.5 and grid["coverage/idf_words"][0, 1] == 0.0
     assert grid["coverage/idf_words"][3, 1] == 1.0  # "a cat" on its own image
