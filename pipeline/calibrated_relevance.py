@@ -19,6 +19,7 @@ from annotation.models import CalibratedRelevanceModel, Dataset
 from mitl.formats.positives import parse_cxc_sits
 from mitl.relevance.calibrated import (
     CONTEXT_ENCODER,
+    NON_GT_WEIGHT,
     CalibratedModel,
     calibrated_fit,
     calibrated_unavailable,
@@ -81,12 +82,20 @@ def calibrated_train(
     say(f"scoring the combination out of fold on {len(ratings.score):,} SITS pairs")
     predicted = fit_combination(features, ratings)
     say("fitting the calibrated model on every pair")
-    model = calibrated_fit(features, ratings.score, proxies=used, context=context, scale=SITS_SCALE)
+    model = calibrated_fit(
+        features,
+        ratings.score,
+        ratings.ground_truth,
+        proxies=used,
+        context=context,
+        scale=SITS_SCALE,
+    )
     best = max(singles, key=lambda row: row["non_gt"]["pearson"] or -1.0)
     figures = {
         "ratings": "sits",
         "pairs": len(ratings.score),
         "non_gt_pairs": int((~ratings.ground_truth).sum()),
+        "non_gt_weight": NON_GT_WEIGHT,
         "out_of_fold": None
         if predicted is None
         else correlation_row("calibrated", predicted, ratings),

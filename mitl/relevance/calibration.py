@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from mitl.relevance.calibrated import feature_columns, regressor_make
+from mitl.relevance.calibrated import feature_columns, pair_weights, regressor_make
 from mitl.relevance.context import Context, pair_context
 from mitl.relevance.coverage import Coverage
 from mitl.relevance.images import AGGREGATIONS, CaptionCorpus, pair_relevance
@@ -200,9 +200,10 @@ def fit_combination(
     y = ratings.score
     predictions = np.zeros(len(y))
     folds = GroupKFold(n_splits=min(FOLDS, len(np.unique(ratings.groups))))
+    weights = pair_weights(ratings.ground_truth)
     for fit_rows, score_rows in folds.split(x, y, groups=ratings.groups):
         model = regressor_make(seed)
-        model.fit(x[fit_rows], y[fit_rows])
+        model.fit(x[fit_rows], y[fit_rows], sample_weight=weights[fit_rows])
         predictions[score_rows] = model.predict(x[score_rows])
     return predictions
 

@@ -124,7 +124,9 @@ def fitted(corpus: CaptionCorpus) -> tuple[CalibratedModel, Context, dict]:
     features.update(Coverage.of(corpus).pairs(captions, images))
     rng = np.random.default_rng(3)
     scores = 5 * rng.random(len(captions)) * (0.3 + features["bow/max"])
-    model = calibrated_fit(features, scores, proxies=list(built), context=True, scale=5.0)
+    model = calibrated_fit(
+        features, scores, ratings.ground_truth, proxies=list(built), context=True, scale=5.0
+    )
     return model, context, {"built": built, "features": features, "pairs": (captions, images)}
 
 
