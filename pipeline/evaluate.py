@@ -33,7 +33,7 @@ from mitl.graded_evaluation import leaderboard_graded
 from mitl.leaderboard import Agreement, metric_agreement
 from mitl.relevance.calibrated import CALIBRATED, CalibratedModel
 from mitl.relevance.proxies import PROXIES
-from pipeline.calibrated_relevance import calibrated_model
+from pipeline.calibrated_relevance import CalibratedMissing, calibrated_model
 from pipeline.explain import evaluation_explanation
 from pipeline.relevance import dataset_corpus
 
@@ -174,14 +174,17 @@ def _graded_metrics(
 
 def _release_calibrated(release: Release, versions: dict[str, object]) -> CalibratedModel | None:
     """Return the stored model of the version the release's calibrated qrels were made
-    with, or None (no such qrels, or that model is gone or cannot run here: left out)."""
+    with, or None (no such qrels, or that model is gone: left out); a model that cannot run
+    here is a ServiceError that says why."""
     version = versions.get(CALIBRATED)
     if version is None:
         return None
     try:
         return calibrated_model(release.dataset, str(version))
-    except RuntimeError:
+    except CalibratedMissing:
         return None
+    except RuntimeError as exc:
+        raise ServiceError(f"graded metrics of {CALIBRATED}: {exc}") from None
 
 
 def _ranks_beyond_queries(

@@ -52,7 +52,7 @@ def stored_model(dataset, tmp_path: Path) -> CalibratedModel:
 
 
 def test_a_stored_model_is_a_relevance_source_of_releases_evaluate_and_the_leaderboard(
-    dataset, annotators, small_config, synthetic_files, tmp_path
+    dataset, annotators, small_config, synthetic_files, tmp_path, monkeypatch
 ):
     from pipeline.stages import batch_create
 
@@ -85,6 +85,17 @@ def test_a_stored_model_is_a_relevance_source_of_releases_evaluate_and_the_leade
     printed = json.loads(run("evaluate", *args, "--json"))["graded"][0]
     assert f"graded relevance: calibrated (model {model.version})" in table
     assert printed["version"] == model.version and printed["mean"]["ndcg@25"] < 0.9
+
+    # A model that reads a proxy this machine cannot run: one sentence, wherever it is used.
+    with monkeypatch.context() as patched:
+        patched.setattr(
+            "pipeline.calibrated_relevance.calibrated_unavailable",
+            lambda model: "the calibrated model cannot score here: pos needs WordNet",
+        )
+        with pytest.raises(CommandError, match="cannot score here: pos needs WordNet"):
+            run("evaluate", *args)
+        with pytest.raises(ServiceError, match=r"graded metrics of calibrated: .* WordNet"):
+            evaluation_submit(release=release, model_name="elsewhere", rankings=worst)
 
     # Without the model of the release's version: said in one sentence, or left out.
     CalibratedRelevanceModel.objects.all().delete()
