@@ -131,8 +131,6 @@ def calibrated_fit(
 ) -> CalibratedModel:
     """Fit the combination on every rated pair and return it as a storable model; it reads
     the word-coverage features when `features` holds them."""
-    import sklearn
-
     names = tuple(sorted(features))
     regressor = regressor_make(seed)
     regressor.fit(
@@ -148,13 +146,25 @@ def calibrated_fit(
         scale=float(scale),
         model=blob,
         sha256=hashlib.sha256(blob).hexdigest(),
-        library=f"scikit-learn {sklearn.__version__}",
+        library=_library(),
     )
 
 
+def _library() -> str:
+    import sklearn
+
+    return f"scikit-learn {sklearn.__version__}"
+
+
 def calibrated_unavailable(model: CalibratedModel) -> str | None:
-    """Say in one sentence why the model cannot score here (a proxy unknown, changed since it
-    was fitted, or missing WordNet, Java or an encoder), or None."""
+    """Say in one sentence why the model cannot score here (another scikit-learn release, a
+    proxy unknown, changed since it was fitted, or missing WordNet, Java or an encoder), or
+    None."""
+    if model.library != _library():  # a pickle is read back by the release that wrote it
+        return (
+            f"the calibrated model was fitted with {model.library}, this machine has "
+            f"{_library()}: fit it again (relevance_calibrate … --save)"
+        )
     if model.coverage not in (0, COVERAGE_VERSION):
         return (
             f"the calibrated model was fitted on word coverage version {model.coverage}, now "

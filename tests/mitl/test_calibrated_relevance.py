@@ -190,5 +190,7 @@ def test_a_model_of_a_changed_proxy_says_so():
         model, context=False, proxy_versions={"bow": PROXIES["bow"].version + 1, "rouge_l": 1}
     )
     assert "bow version" in (calibrated_unavailable(stale) or "")
+    other = dataclasses.replace(model, context=False, library="scikit-learn 0.1")
+    assert "fitted with scikit-learn 0.1, this machine has" in (calibrated_unavailable(other) or "")
     gone = dataclasses.replace(model, context=False, proxies=("bow", "nonsense"))
     assert "nonsense" in (calibrated_unavailable(gone) or "")
