@@ -5,22 +5,53 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0019_evaluation_job_rankings_bytes'),
+        ("annotation", "0019_evaluation_job_rankings_bytes"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='CalibratedRelevanceModel',
+            name="CalibratedRelevanceModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.CharField(help_text="Derived from the pipeline and the model's sha256.", max_length=32)),
-                ('spec', models.JSONField(help_text='Proxies and their versions, context, feature columns, score scale, sha256 of the model and the library that fitted it (mitl.relevance.calibrated).')),
-                ('model', models.BinaryField(help_text='The fitted regressor, pickled (checked by sha256).')),
-                ('figures', models.JSONField(help_text="Ratings fitted on and the out-of-fold Pearson beside the best single feature's.")),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('dataset', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='calibrated_relevance_models', to='annotation.dataset')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "version",
+                    models.CharField(
+                        help_text="Derived from the pipeline and the model's sha256.", max_length=32
+                    ),
+                ),
+                (
+                    "spec",
+                    models.JSONField(
+                        help_text="Proxies and their versions, context, feature columns, score scale, sha256 of the model and the library that fitted it (mitl.relevance.calibrated)."
+                    ),
+                ),
+                (
+                    "model",
+                    models.BinaryField(
+                        help_text="The fitted regressor, pickled (checked by sha256)."
+                    ),
+                ),
+                (
+                    "figures",
+                    models.JSONField(
+                        help_text="Ratings fitted on and the out-of-fold Pearson beside the best single feature's."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "dataset",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="calibrated_relevance_models",
+                        to="annotation.dataset",
+                    ),
+                ),
             ],
         ),
     ]
