@@ -12,9 +12,10 @@ queries, so a second evaluation of the same release reads them back.
 Output: {"source", "aggregation" (None for `calibrated`, with its "version"), "i2t": {...},
 "t2i": {...}, "mean": {...}} with per direction `ndcg@25` (linear gains), `ndcg` (whole
 ranking, 2^rel - 1 gains), `ncs@K`, `semantic_recall@K` (threshold `threshold`) with
-`semantic_queries` (the queries it counts: those with an item at the threshold) and `recall@K_lower` / `recall@K_upper`
-(near-duplicates at `near_duplicate`), and in `mean` every metric averaged over the two
-directions as Wray et al. (eq. 3) average nDCG (`semantic_queries`: their sum).
+`semantic_queries` (the queries it counts: those with an item at the threshold) and
+`recall@K_lower` / `recall@K_upper` (near-duplicates at `near_duplicate`), and in `mean`
+every metric averaged over the two directions as Wray et al. (eq. 3) average nDCG
+(`semantic_queries`: their sum).
 """
 
 from __future__ import annotations
