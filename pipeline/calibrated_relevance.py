@@ -55,7 +55,7 @@ def calibrated_train(
 ) -> tuple[CalibratedModel, dict[str, Any]]:
     """Fit the combination on every SITS pair of the corpus and return it with its figures:
     the out-of-fold Pearson (folds by image) of the same features and settings beside the
-    best single feature's, over all pairs and over non-ground-truth pairs."""
+    best single proxy's, over all pairs and over non-ground-truth pairs."""
     say = say or (lambda _: None)
     rows = parse_cxc_sits(sits)
     pairs = [(r.line, r.caption_id, r.image_id, r.score) for r in rows]

@@ -40,7 +40,7 @@ class Migration(migrations.Migration):
                 (
                     "figures",
                     models.JSONField(
-                        help_text="Ratings fitted on and the out-of-fold Pearson beside the best single feature's."
+                        help_text="Ratings fitted on and the out-of-fold Pearson beside the best single proxy's."
                     ),
                 ),
                 ("created_at", models.DateTimeField(auto_now_add=True)),

@@ -175,7 +175,7 @@ class CalibratedRelevanceModel(models.Model):
     )
     model = models.BinaryField(help_text="The fitted regressor, pickled (checked by sha256).")
     figures = models.JSONField(
-        help_text="Ratings fitted on and the out-of-fold Pearson beside the best single feature's."
+        help_text="Ratings fitted on and the out-of-fold Pearson beside the best single proxy's."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
