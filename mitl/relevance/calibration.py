@@ -200,10 +200,13 @@ def fit_combination(
     y = ratings.score
     predictions = np.zeros(len(y))
     folds = GroupKFold(n_splits=min(FOLDS, len(np.unique(ratings.groups))))
-    weights = pair_weights(ratings.ground_truth)
+    # Image pairs only: on STS the weight lowered the combination (0.739 to 0.736).
+    weights = pair_weights(ratings.ground_truth) if ratings.kind == "image" else None
     for fit_rows, score_rows in folds.split(x, y, groups=ratings.groups):
         model = regressor_make(seed)
-        model.fit(x[fit_rows], y[fit_rows], sample_weight=weights[fit_rows])
+        model.fit(
+            x[fit_rows], y[fit_rows], sample_weight=None if weights is None else weights[fit_rows]
+        )
         predictions[score_rows] = model.predict(x[score_rows])
     return predictions
 
