@@ -25,10 +25,16 @@ from typing import Any
 import numpy as np
 
 from mitl.relevance.context import Context, grid_context
-from mitl.relevance.coverage import COVERAGE_FEATURES, COVERAGE_VERSION, Coverage
+from mitl.relevance.coverage import (
+    COVERAGE_FEATURES,
+    COVERAGE_VERSION,
+    WORDNET_COVERAGE,
+    Coverage,
+)
 from mitl.relevance.images import CaptionCorpus, Progress, caption_image_grid
 from mitl.relevance.neural import embed
 from mitl.relevance.proxies import PROXIES, CaptionProxy, proxy_build, proxy_unavailable
+from mitl.relevance.wordnet import wordnet_available, wordnet_dir
 
 CALIBRATED = "calibrated"
 CONTEXT_ENCODER = "minilm"  # the embeddings the context features read
@@ -150,6 +156,10 @@ def calibrated_fit(
     )
 
 
+def _reads_wordnet(model: CalibratedModel) -> bool:
+    return any(name in WORDNET_COVERAGE for name in model.features)
+
+
 def _library() -> str:
     import sklearn
 
@@ -169,6 +179,11 @@ def calibrated_unavailable(model: CalibratedModel) -> str | None:
         return (
             f"the calibrated model was fitted on word coverage version {model.coverage}, now "
             f"{COVERAGE_VERSION}: fit it again (relevance_calibrate … --save)"
+        )
+    if _reads_wordnet(model) and not wordnet_available():
+        return (
+            "the calibrated model cannot score here: its word coverage needs WordNet "
+            f"(apt-get install -y wordnet-base; looked in {wordnet_dir()})"
         )
     needed = [*model.proxies, *([CONTEXT_ENCODER] if model.context else [])]
     for name in needed:
@@ -245,5 +260,5 @@ def calibrated_scorer(
     if model.context:
         vectors = embed(corpus.texts, cache_dir=cache_dir, encoder=CONTEXT_ENCODER)
         context = Context.of(corpus, vectors)
-    coverage = Coverage.of(corpus) if model.coverage else None
+    coverage = Coverage.of(corpus, wordnet=_reads_wordnet(model)) if model.coverage else None
     return CalibratedScorer(model, model.regressor(), built, context, coverage, corpus)

@@ -36,6 +36,7 @@ from mitl.relevance.context import Context, pair_context
 from mitl.relevance.coverage import Coverage
 from mitl.relevance.images import AGGREGATIONS, CaptionCorpus, pair_relevance
 from mitl.relevance.proxies import CaptionProxy
+from mitl.relevance.wordnet import wordnet_available
 
 FOLDS = 5
 COMBINATION = "combination"
@@ -152,11 +153,12 @@ def context_features(
 
 
 def coverage_features(ratings: Ratings, corpus: CaptionCorpus) -> dict[str, np.ndarray]:
-    """Return the word coverage (`mitl.relevance.coverage`) of rated image pairs; none for
-    caption pairs."""
+    """Return the word coverage (`mitl.relevance.coverage`; its WordNet features when
+    WordNet is installed) of rated image pairs; none for caption pairs."""
     if ratings.kind != "image":
         return {}
-    return Coverage.of(corpus).pairs(ratings.left, ratings.right)
+    coverage = Coverage.of(corpus, wordnet=wordnet_available())
+    return coverage.pairs(ratings.left, ratings.right)
 
 
 def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:

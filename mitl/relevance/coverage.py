@@ -10,7 +10,11 @@ words left out). For a caption c and an image i:
   matches says more than "a man");
 - `coverage/image_words`: the share of i's words that c has;
 - `coverage/stems`: `coverage/words` with a plural "s" dropped ("dogs" is "dog");
-- `coverage/bigrams`: the share of c's word pairs (stop words kept) found among i's.
+- `coverage/bigrams`: the share of c's word pairs (stop words kept) found among i's;
+- with WordNet (`WORDNET_COVERAGE`), `coverage/pos_n`, `coverage/pos_v`,
+  `coverage/synset_n`, `coverage/synset_v`: the same share over c's noun and verb lemmas
+  and their synsets (`mitl.relevance.lexical`'s `pos` and `synset` items), so "sofa" is
+  covered by "couch".
 
 `grid` scores a block of captions against a block of images with one sparse product,
 `pairs` rated pairs one by one; both give the same values. Pure numpy and scipy.
@@ -25,7 +29,7 @@ import numpy as np
 from scipy import sparse
 
 from mitl.relevance.images import CaptionCorpus
-from mitl.relevance.lexical import ItemsOf, SetOverlap, bow_items
+from mitl.relevance.lexical import SetOverlap, bow_items, pos_items, synset_items
 from mitl.relevance.words import tokens
 
 COVERAGE_VERSION = 1  # changes whenever the values would
@@ -35,6 +39,14 @@ COVERAGE_FEATURES: tuple[str, ...] = (
     "coverage/image_words",
     "coverage/stems",
     "coverage/words",
+)
+
+
+WORDNET_COVERAGE: tuple[str, ...] = (
+    "coverage/pos_n",
+    "coverage/pos_v",
+    "coverage/synset_n",
+    "coverage/synset_v",
 )
 
 
@@ -62,8 +74,8 @@ class _Sets:
     sizes: np.ndarray  # items per caption
 
     @classmethod
-    def of(cls, corpus: CaptionCorpus, member: sparse.csr_array, items_of: ItemsOf) -> _Sets:
-        items = SetOverlap(corpus.texts, items_of).matrices[0].astype(np.float64)
+    def of(cls, member: sparse.csr_array, matrix: sparse.csr_array) -> _Sets:
+        items = sparse.csr_array(matrix).astype(np.float64)
         union = sparse.csr_array((member @ items) > 0).astype(np.float64)
         return cls(items, union, np.asarray(items.sum(axis=1)).ravel())
 
@@ -74,6 +86,16 @@ class _Sets:
     def pairs(self, captions: np.ndarray, images: np.ndarray) -> np.ndarray:
         shared = np.asarray(self.items[captions].multiply(self.union[images]).sum(axis=1))
         return _share(shared.ravel(), self.sizes[captions])
+
+
+def _tagged(corpus: CaptionCorpus, member: sparse.csr_array) -> dict[str, _Sets]:
+    """Return the noun and verb lemma and synset sets of `WORDNET_COVERAGE`."""
+    tagged = {}
+    for kind, items_of in (("pos", pos_items), ("synset", synset_items)):
+        overlap = SetOverlap(corpus.texts, items_of)
+        for part, matrix in zip(overlap.parts, overlap.matrices, strict=True):
+            tagged[f"coverage/{kind}_{part}"] = _Sets.of(member, matrix)
+    return tagged
 
 
 def _share(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
@@ -91,9 +113,11 @@ class Coverage:
     union_sizes: np.ndarray  # words per image
     stems: _Sets
     bigrams: _Sets
+    tagged: dict[str, _Sets]  # feature name -> WordNet-tagged sets (WORDNET_COVERAGE)
 
     @classmethod
-    def of(cls, corpus: CaptionCorpus) -> Coverage:
+    def of(cls, corpus: CaptionCorpus, *, wordnet: bool = False) -> Coverage:
+        """Index the corpus; `wordnet`: also the WORDNET_COVERAGE features."""
         words = SetOverlap(corpus.texts, bow_items).matrices[0].astype(np.float64)
         images = len(corpus.image_ids)
         member = sparse.csr_array(
@@ -111,8 +135,9 @@ class Coverage:
             sizes=np.asarray(words.sum(axis=1)).ravel(),
             weighted_sizes=np.asarray(weighted.sum(axis=1)).ravel(),
             union_sizes=np.asarray(union.sum(axis=1)).ravel(),
-            stems=_Sets.of(corpus, member, stem_items),
-            bigrams=_Sets.of(corpus, member, bigram_items),
+            stems=_Sets.of(member, SetOverlap(corpus.texts, stem_items).matrices[0]),
+            bigrams=_Sets.of(member, SetOverlap(corpus.texts, bigram_items).matrices[0]),
+            tagged=_tagged(corpus, member) if wordnet else {},
         )
 
     def grid(self, captions: np.ndarray, images: np.ndarray) -> dict[str, np.ndarray]:
@@ -127,6 +152,7 @@ class Coverage:
             "coverage/image_words": _share(shared, self.union_sizes[images][None, :]),
             "coverage/stems": self.stems.grid(captions, images),
             "coverage/bigrams": self.bigrams.grid(captions, images),
+            **{name: sets.grid(captions, images) for name, sets in self.tagged.items()},
         }
 
     def pairs(self, captions: np.ndarray, images: np.ndarray) -> dict[str, np.ndarray]:
@@ -140,4 +166,5 @@ class Coverage:
             "coverage/image_words": _share(shared, self.union_sizes[images]),
             "coverage/stems": self.stems.pairs(captions, images),
             "coverage/bigrams": self.bigrams.pairs(captions, images),
+            **{name: sets.pairs(captions, images) for name, sets in self.tagged.items()},
         }

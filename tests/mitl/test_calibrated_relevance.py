@@ -25,6 +25,7 @@ from mitl.relevance.images import (
     image_to_captions,
 )
 from mitl.relevance.proxies import PROXIES, proxy_build
+from mitl.relevance.wordnet import wordnet_available
 
 WORDS = ["a", "dog", "cat", "man", "woman", "red", "blue", "ball", "runs", "sits", "on", "the"]
 
@@ -194,3 +195,28 @@ def test_a_model_of_a_changed_proxy_says_so():
     assert "fitted with scikit-learn 0.1, this machine has" in (calibrated_unavailable(other) or "")
     gone = dataclasses.replace(model, context=False, proxies=("bow", "nonsense"))
     assert "nonsense" in (calibrated_unavailable(gone) or "")
+
+
+def test_a_model_reading_wordnet_coverage_says_when_wordnet_is_missing(monkeypatch):
+    corpus = corpus_of()
+    model, _, _ = fitted(corpus)
+    reads = dataclasses.replace(
+        model, context=False, features=(*model.features, "coverage/synset_n")
+    )
+    monkeypatch.setattr("mitl.relevance.calibrated.wordnet_available", lambda: False)
+    assert "word coverage needs WordNet" in (calibrated_unavailable(reads) or "")
+    assert calibrated_unavailable(dataclasses.replace(model, context=False)) is None
+
+
+@pytest.mark.skipif(not wordnet_available(), reason="needs WordNet (wordnet-base)")
+def test_wordnet_coverage_matches_synonyms_and_agrees_pair_by_pair():
+    corpus = CaptionCorpus.of(
+        [1, 2, 3], [10, 10, 20], ["a cat on a couch", "a sleeping cat", "a sofa by a window"]
+    )
+    coverage = Coverage.of(corpus, wordnet=True)
+    captions, images = every_pair(corpus)
+    grid = coverage.grid(np.arange(3), np.arange(2))
+    for name, values in coverage.pairs(captions, images).items():
+        np.testing.assert_allclose(grid[name].ravel(), values, err_msg=name)
+    # "sofa" (image 20's) against image 10: the lemma is not there, its synset ("couch") is.
+    assert grid["coverage/synset_n"][2, 0] > grid["coverage/pos_n"][2, 0]
