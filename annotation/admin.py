@@ -193,6 +193,13 @@ class RelevanceCalibrationAdmin(ReadOnlyAdmin):
     list_filter = ("dataset",)
 
 
+@admin.register(models.CalibratedRelevanceModel)
+class CalibratedRelevanceModelAdmin(ReadOnlyAdmin):
+    list_display = ("dataset", "version", "created_at")
+    list_filter = ("dataset",)
+    exclude = ("model",)  # the pickled regressor: bytes, not for reading
+
+
 @admin.register(models.Instructions)
 class InstructionsAdmin(ReadOnlyAdmin):
     """A version is what earlier assignments showed: never edited. A new one is made on the

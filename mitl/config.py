@@ -264,7 +264,8 @@ def _parse_share(name: str, value: Any, *, low: float = 0.0, high: float = 0.5) 
 
 
 def parse_relevance(value: Any) -> tuple[str, ...]:
-    """Check a list of relevance proxies: cheap, known, each once, runnable here."""
+    """Check a list of relevance proxies: cheap, known, each once, runnable here (or
+    `calibrated`)."""
     # Here, not at the top: the proxies pull in scipy and the text embedders (about 0.8 s),
     # and every process reads this module at start-up; there is no import cycle.
     from mitl.relevance.proxies import PROXIES, proxy_unavailable
@@ -274,7 +275,8 @@ def parse_relevance(value: Any) -> tuple[str, ...]:
             f"batch config: `relevance` must be a list of proxy names (got {value!r})",
             key="relevance",
         )
-    cheap = [name for name, spec in PROXIES.items() if spec.cheap]
+    # "calibrated": the dataset's stored calibrated model, looked up when the release is made.
+    cheap = [*(name for name, spec in PROXIES.items() if spec.cheap), "calibrated"]
     unknown = [name for name in value if name not in cheap]
     if unknown or len(set(value)) != len(value):
         raise ConfigError(
@@ -283,7 +285,7 @@ def parse_relevance(value: Any) -> tuple[str, ...]:
             key="relevance",
         )
     for name in value:
-        missing = proxy_unavailable(name)
+        missing = None if name == "calibrated" else proxy_unavailable(name)
         if missing:
             raise ConfigError(f"batch config: `relevance`: {missing}", key="relevance")
     return tuple(value)

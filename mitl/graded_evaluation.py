@@ -2,24 +2,26 @@
 the Recall@K limits of `mitl.graded_metrics`, from a relevance source. Pure Python.
 
 Relevance sources: a caption proxy of `mitl.relevance.proxies` (between each query and the
-whole corpus of the dataset, `mitl.relevance.images`), or `crowd`: the release's graded
-verdicts (`verdicts.csv` scores; a released positive without a verdict counts 1, every
-other pair 0). Matrices of a proxy are cached in `cache_dir` under a key of the proxy, its
-version, the aggregation, the direction, the corpus and the queries, so a second
-evaluation of the same release reads them back.
+whole corpus of the dataset, `mitl.relevance.images`), `calibrated`: a stored calibrated
+model (`mitl.relevance.calibrated`), or `crowd`: the release's graded verdicts
+(`verdicts.csv` scores; a released positive without a verdict counts 1, every other pair
+0). Matrices of a proxy are cached in `cache_dir` under a key of the proxy, its version
+(the model's for `calibrated`), the aggregation, the direction, the corpus and the
+queries, so a second evaluation of the same release reads them back.
 
-Output: {"source", "aggregation", "i2t": {...}, "t2i": {...}, "mean": {...}} with per
-direction `ndcg@25` (linear gains), `ndcg` (whole ranking, 2^rel - 1 gains), `ncs@K`,
-`semantic_recall@K` (threshold `threshold`) with `semantic_queries` (the queries it counts:
-those with an item at the threshold) and `recall@K_lower` / `recall@K_upper`
-(near-duplicates at `near_duplicate`), and in `mean` every metric averaged over the two
-directions as Wray et al. (eq. 3) average nDCG (`semantic_queries`: their sum).
+Output: {"source", "aggregation" (None for `calibrated`, with its "version"), "i2t": {...},
+"t2i": {...}, "mean": {...}} with per direction `ndcg@25` (linear gains), `ndcg` (whole
+ranking, 2^rel - 1 gains), `ncs@K`, `semantic_recall@K` (threshold `threshold`) with
+`semantic_queries` (the queries it counts: those with an item at the threshold) and
+`recall@K_lower` / `recall@K_upper` (near-duplicates at `near_duplicate`), and in `mean`
+every metric averaged over the two directions as Wray et al. (eq. 3) average nDCG
+(`semantic_queries`: their sum).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,13 +31,19 @@ import numpy as np
 from mitl.evaluation_inputs import DIRECTIONS, EvaluationError, RankingsByDirection, ReleaseTruth
 from mitl.graded_metrics import ncs, ndcg, query_mean, recall_limits, semantic_recall
 from mitl.relevance.cache import array_write
+from mitl.relevance.calibrated import (
+    CALIBRATED,
+    CalibratedModel,
+    CalibratedScorer,
+    calibrated_scorer,
+)
 from mitl.relevance.images import (
     CaptionCorpus,
     Progress,
     caption_to_images,
     image_to_captions,
 )
-from mitl.relevance.proxies import proxy_build, proxy_spec
+from mitl.relevance.proxies import CaptionProxy, proxy_build, proxy_spec
 
 CROWD = "crowd"
 COUNT_KEY = "semantic_queries"
@@ -45,12 +53,13 @@ KS: tuple[int, ...] = (1, 5, 10)
 
 @dataclass(frozen=True)
 class GradedOptions:
-    source: str  # a proxy name or "crowd"
-    aggregation: str = "mean"
+    source: str  # a proxy name, "calibrated" or "crowd"
+    aggregation: str = "mean"  # not read by "calibrated" (its model reads both)
     threshold: float = 0.5  # semantic recall: relevant from this relevance on
     near_duplicate: float = 0.8  # Recall@K limits: near-duplicates from this relevance on
     ks: tuple[int, ...] = KS
     ndcg_k: int = NDCG_K
+    calibrated: CalibratedModel | None = None  # the model "calibrated" applies
 
 
 def query_indexes(corpus: CaptionCorpus, release: ReleaseTruth) -> dict[str, np.ndarray]:
@@ -115,7 +124,13 @@ def relevance_matrices(
     if options.source == CROWD:
         return _crowd_matrices(corpus, release)
     return proxy_matrices(
-        corpus, queries, options.source, options.aggregation, cache_dir=cache_dir, progress=progress
+        corpus,
+        queries,
+        options.source,
+        options.aggregation,
+        cache_dir=cache_dir,
+        progress=progress,
+        calibrated=options.calibrated,
     )
 
 
@@ -127,29 +142,60 @@ def proxy_matrices(
     *,
     cache_dir: Path | None = None,
     progress: Progress | None = None,
+    calibrated: CalibratedModel | None = None,
 ) -> dict[str, np.ndarray]:
     """Return a proxy's relevance of every corpus item to each query (corpus indexes), per
-    direction, reading and writing the cache.
+    direction, reading and writing the cache. `calibrated` is the model the source
+    "calibrated" applies (keyed by its version; the aggregation does not apply).
 
     The cache holds the rows of the queries in corpus order, so the same queries given in
     another order (a release written sorted by id, read back sorted as text) share it.
     """
+    if proxy_name == CALIBRATED:
+        if calibrated is None:
+            raise EvaluationError("the calibrated relevance needs a stored calibrated model")
+        model = calibrated
+        scorer: list[CalibratedScorer] = []
+
+        def compute(direction: str, canonical: np.ndarray) -> np.ndarray:
+            if not scorer:
+                scorer.append(calibrated_scorer(model, corpus, cache_dir=cache_dir))
+            return scorer[0].matrix(direction, canonical, progress)
+
+        return _cached(corpus, queries, CALIBRATED, model.version, CALIBRATED, cache_dir, compute)
     spec = proxy_spec(proxy_name)
+    built: list[CaptionProxy] = []
+
+    def compute_proxy(direction: str, canonical: np.ndarray) -> np.ndarray:
+        if not built:
+            built.append(
+                proxy_build(proxy_name, corpus.texts, corpus.caption_images, cache_dir=cache_dir)
+            )
+        fill = image_to_captions if direction == "i2t" else caption_to_images
+        return fill(built[0], corpus, canonical, aggregation=aggregation, progress=progress)
+
+    return _cached(corpus, queries, proxy_name, spec.version, aggregation, cache_dir, compute_proxy)
+
+
+def _cached(
+    corpus: CaptionCorpus,
+    queries: Mapping[str, np.ndarray],
+    name: str,
+    version: int | str,
+    aggregation: str,
+    cache_dir: Path | None,
+    compute: Callable[[str, np.ndarray], np.ndarray],
+) -> dict[str, np.ndarray]:
+    """Return each direction's matrix from the cache, or `compute`d and cached."""
     result: dict[str, np.ndarray] = {}
-    proxy = None
     for direction in DIRECTIONS:
         order = np.argsort(queries[direction], kind="stable")
         canonical = np.asarray(queries[direction])[order]
-        key = _cache_key(corpus, canonical, aggregation, spec.version, direction)
-        path = cache_dir / f"{proxy_name}-{key}.npy" if cache_dir else None
+        key = _cache_key(corpus, canonical, aggregation, version, direction)
+        path = cache_dir / f"{name}-{key}.npy" if cache_dir else None
         matrix = _cache_read(path, (len(canonical), _targets(corpus, direction)))
         if matrix is None:
-            if proxy is None:
-                proxy = proxy_build(
-                    proxy_name, corpus.texts, corpus.caption_images, cache_dir=cache_dir
-                )
-            compute = image_to_captions if direction == "i2t" else caption_to_images
-            matrix = compute(proxy, corpus, canonical, aggregation=aggregation, progress=progress)
+            matrix = compute(direction, canonical)
             if path is not None:
                 array_write(path, matrix)
         back = np.empty_like(order)
@@ -174,7 +220,11 @@ def _cache_read(path: Path | None, shape: tuple[int, int]) -> np.ndarray | None:
 
 
 def _cache_key(
-    corpus: CaptionCorpus, queries: np.ndarray, aggregation: str, version: int, direction: str
+    corpus: CaptionCorpus,
+    queries: np.ndarray,
+    aggregation: str,
+    version: int | str,
+    direction: str,
 ) -> str:
     digest = hashlib.sha256()
     digest.update(f"{version}|{aggregation}|{direction}|".encode())
@@ -228,6 +278,9 @@ def graded_evaluate(
     """Return the graded metrics of the rankings (see the module doc)."""
     ranked = ranked_indexes(corpus, release, rankings)
     result: dict[str, Any] = {"source": options.source, "aggregation": options.aggregation}
+    if options.calibrated is not None and options.source == CALIBRATED:
+        result["aggregation"] = None  # the model reads both aggregations
+        result["version"] = options.calibrated.version
     for direction in DIRECTIONS:
         rel, rows = relevance[direction], ranked[direction]
         values: dict[str, float | None] = {
@@ -270,7 +323,8 @@ def _mean(a: float | None, b: float | None) -> float | None:
 def format_graded(result: Mapping[str, Any]) -> str:
     """Return a graded result as a plain-text table: metric × (i2t, t2i, mean)."""
     columns = (*DIRECTIONS, "mean")
-    lines = [f"graded relevance: {result['source']} ({result['aggregation']})"]
+    how = result["aggregation"] or f"model {result.get('version')}"
+    lines = [f"graded relevance: {result['source']} ({how})"]
     keys = list(result["i2t"])
     width = max(map(len, keys))
     lines.append(f"{'metric':<{width}}  " + "  ".join(f"{c:>8}" for c in columns))
@@ -291,13 +345,14 @@ def leaderboard_graded(
     *,
     aggregation: str = "mean",
     cache_dir: Path | None = None,
+    calibrated: CalibratedModel | None = None,
 ) -> dict[str, dict[str, float | None]]:
     """Return per direction the leaderboard's graded metrics (LEADERBOARD_METRICS) of each
     proxy, keyed "metric:proxy" (e.g. "ndcg@25:cider_d")."""
     result: dict[str, dict[str, float | None]] = {d: {} for d in DIRECTIONS}
     ranked = ranked_indexes(corpus, release, rankings)
     for proxy in proxies:
-        options = GradedOptions(source=proxy, aggregation=aggregation)
+        options = GradedOptions(source=proxy, aggregation=aggregation, calibrated=calibrated)
         relevance = relevance_matrices(corpus, release, options, cache_dir=cache_dir)
         for direction in DIRECTIONS:
             rel, rows = relevance[direction], ranked[direction]

@@ -109,7 +109,7 @@ class ProxyQrels:
     """
 
     aggregation: str
-    versions: Mapping[str, int]  # proxy -> version, in the order the release names them
+    versions: Mapping[str, int | str]  # proxy -> version (calibrated: the model's), in order
     files: Mapping[str, str]
 
 

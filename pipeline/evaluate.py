@@ -31,7 +31,9 @@ from mitl.evaluation_inputs import (
 )
 from mitl.graded_evaluation import leaderboard_graded
 from mitl.leaderboard import Agreement, metric_agreement
+from mitl.relevance.calibrated import CALIBRATED, CalibratedModel
 from mitl.relevance.proxies import PROXIES
+from pipeline.calibrated_relevance import CalibratedMissing, calibrated_model
 from pipeline.explain import evaluation_explanation
 from pipeline.relevance import dataset_corpus
 
@@ -142,14 +144,17 @@ def _graded_metrics(
     """Return the graded metrics of the proxies whose qrels the release carries.
 
     A proxy whose values changed since the release was written (its version) is left out,
-    so every model on a leaderboard is scored by the same relevance.
+    and so is `calibrated` when the model of the release's version is gone, so every model
+    on a leaderboard is scored by the same relevance.
     """
     relevance = release.manifest.get("relevance") or {}
     versions = relevance.get("versions") or {}
+    calibrated = _release_calibrated(release, versions)
     proxies = [
         name
         for name in relevance.get("proxies") or []
-        if name in PROXIES and versions.get(name, PROXIES[name].version) == PROXIES[name].version
+        if (name in PROXIES and versions.get(name, PROXIES[name].version) == PROXIES[name].version)
+        or (name == CALIBRATED and calibrated is not None)
     ]
     if not proxies:
         return {direction: {} for direction in DIRECTIONS}
@@ -161,9 +166,25 @@ def _graded_metrics(
             proxies,
             aggregation=relevance.get("aggregation", "mean"),
             cache_dir=settings.RELEVANCE_CACHE_DIR,
+            calibrated=calibrated,
         )
     except (EvaluationError, RuntimeError, OSError, ValueError) as exc:
         raise ServiceError(f"graded metrics of {', '.join(proxies)}: {exc}") from None
+
+
+def _release_calibrated(release: Release, versions: dict[str, object]) -> CalibratedModel | None:
+    """Return the stored model of the version the release's calibrated qrels were made
+    with, or None (no such qrels, or that model is gone: left out); a model that cannot run
+    here is a ServiceError that says why."""
+    version = versions.get(CALIBRATED)
+    if version is None:
+        return None
+    try:
+        return calibrated_model(release.dataset, str(version))
+    except CalibratedMissing:
+        return None
+    except RuntimeError as exc:
+        raise ServiceError(f"graded metrics of {CALIBRATED}: {exc}") from None
 
 
 def _ranks_beyond_queries(

@@ -43,10 +43,12 @@ from mitl.release_files import (
     positives_by_query,
     write_release_dir,
 )
+from mitl.relevance.calibrated import CALIBRATED
 from mitl.relevance.images import Progress
 from mitl.relevance.proxies import proxy_spec
 
 from .bias import bias_report_build
+from .calibrated_relevance import calibrated_model
 from .curation import REPORT_KEY as CURATION_REPORT
 from .release_scope import (
     ReleaseScope,
@@ -243,17 +245,31 @@ def _proxy_qrels(
     caption_queries: Sequence[int],
     progress: Progress | None,
 ) -> ProxyQrels | None:
-    """Compute the proxies' graded qrels of the release's queries (each query once, sorted)."""
+    """Compute the proxies' graded qrels of the release's queries (each query once, sorted);
+    `calibrated` is the dataset's newest stored model, recorded by its version."""
     if not proxies:
         return None
+    calibrated = None
+    if CALIBRATED in proxies:
+        try:
+            calibrated = calibrated_model(batch.dataset)
+        except RuntimeError as exc:
+            raise ServiceError(f"relevance {CALIBRATED}: {exc}") from None
     files = proxy_qrels_files(
-        batch.dataset, proxies, sorted(set(image_queries)), sorted(set(caption_queries)), progress
+        batch.dataset,
+        proxies,
+        sorted(set(image_queries)),
+        sorted(set(caption_queries)),
+        progress,
+        calibrated=calibrated,
     )
-    return ProxyQrels(
-        aggregation=RELEASE_AGGREGATION,
-        versions={proxy: proxy_spec(proxy).version for proxy in proxies},
-        files=files,
-    )
+    versions: dict[str, int | str] = {
+        proxy: calibrated.version
+        if calibrated and proxy == CALIBRATED
+        else proxy_spec(proxy).version
+        for proxy in proxies
+    }
+    return ProxyQrels(aggregation=RELEASE_AGGREGATION, versions=versions, files=files)
 
 
 def _bias_report(batch: Batch) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from annotation.models import Caption, Dataset
 from mitl.formats.captions import CaptionRow
 from mitl.graded_evaluation import proxy_matrices, queries_as_indexes
 from mitl.qrels import proxy_qrels_file, proxy_qrels_text
+from mitl.relevance.calibrated import CalibratedModel
 from mitl.relevance.images import CaptionCorpus, Progress
 
 RELEASE_AGGREGATION = "mean"  # how a release's proxy qrels score an image from its captions
@@ -55,9 +56,11 @@ def query_relevance(
     caption_ids: Sequence[int],
     aggregation: str = RELEASE_AGGREGATION,
     progress: Progress | None = None,
+    calibrated: CalibratedModel | None = None,
 ) -> dict[str, np.ndarray]:
     """Return the proxy's relevance of every caption to each image query ("i2t") and of
-    every image to each caption query ("t2i"), through the cache."""
+    every image to each caption query ("t2i"), through the cache (`calibrated`: the model
+    the proxy "calibrated" applies)."""
     queries = queries_as_indexes(corpus, image_ids, caption_ids)
     return proxy_matrices(
         corpus,
@@ -66,6 +69,7 @@ def query_relevance(
         aggregation,
         cache_dir=settings.RELEVANCE_CACHE_DIR,
         progress=progress,
+        calibrated=calibrated,
     )
 
 
@@ -75,8 +79,10 @@ def proxy_qrels_files(
     image_queries: Sequence[str | int],
     caption_queries: Sequence[str | int],
     progress: Progress | None = None,
+    calibrated: CalibratedModel | None = None,
 ) -> dict[str, str]:
-    """Return each proxy's graded qrels files (name -> text) for a release's queries."""
+    """Return each proxy's graded qrels files (name -> text) for a release's queries
+    (`calibrated`: the model the proxy "calibrated" applies)."""
     if not proxies:
         return {}
     corpus = dataset_corpus(dataset).corpus
@@ -84,7 +90,12 @@ def proxy_qrels_files(
     files = {}
     for proxy in proxies:
         matrices = query_relevance(
-            corpus, proxy=proxy, image_ids=images, caption_ids=captions, progress=progress
+            corpus,
+            proxy=proxy,
+            image_ids=images,
+            caption_ids=captions,
+            progress=progress,
+            calibrated=calibrated,
         )
         files[proxy_qrels_file(proxy, "i2t")] = proxy_qrels_text(
             images, corpus.caption_ids, matrices["i2t"]

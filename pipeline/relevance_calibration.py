@@ -26,6 +26,7 @@ from mitl.relevance.calibration import (
     context_features,
     correlation_row,
     correlation_table,
+    coverage_features,
     fit_combination,
     image_ratings,
     proxy_features,
@@ -120,6 +121,8 @@ def calibration_report(
         if "minilm" in built:  # the combination also reads how alike the images' captions are
             vectors = built["minilm"].vectors  # type: ignore[attr-defined]
             features.update(context_features(ratings, data.corpus, vectors))
+        if combination:  # and the words of the image's captions taken together
+            features.update(coverage_features(ratings, data.corpus))
         if combination and len(features) > 1:
             say(f"fitting the combination on {ratings.source} (folds by image)")
             predicted = fit_combination(features, ratings)

@@ -26,6 +26,7 @@ from .dataset import (
 from .imports import ImportJob, ImportKind, ImportStatus
 from .leases import LeaseState, TaskLease
 from .results import (
+    CalibratedRelevanceModel,
     Evaluation,
     EvaluationJob,
     EvaluationJobStatus,
@@ -63,6 +64,7 @@ __all__ = [
     "Batch",
     "BatchStageProgress",
     "BatchState",
+    "CalibratedRelevanceModel",
     "Candidate",
     "Caption",
     "Dataset",

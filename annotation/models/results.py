@@ -156,3 +156,28 @@ class RelevanceCalibration(models.Model):
 
     def __str__(self) -> str:
         return f"relevance calibration of {self.dataset} ({self.created_at:%Y-%m-%d})"
+
+
+class CalibratedRelevanceModel(models.Model):
+    """A calibrated relevance model of a dataset (`relevance_calibrate … --save`): the
+    combination fitted on every rated pair, with its feature pipeline; the relevance source
+    `calibrated` applies the dataset's newest (docs/relevance.md)."""
+
+    dataset = models.ForeignKey(
+        Dataset, on_delete=models.CASCADE, related_name="calibrated_relevance_models"
+    )
+    version = models.CharField(
+        max_length=32, help_text="Derived from the pipeline and the model's sha256."
+    )
+    spec = models.JSONField(
+        help_text="Proxies and their versions, context, feature columns, score scale, "
+        "sha256 of the model and the library that fitted it (mitl.relevance.calibrated)."
+    )
+    model = models.BinaryField(help_text="The fitted regressor, pickled (checked by sha256).")
+    figures = models.JSONField(
+        help_text="Ratings fitted on and the out-of-fold Pearson beside the best single proxy's."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"calibrated relevance {self.version} of {self.dataset}"

@@ -169,3 +169,17 @@ def pair_relevance(
     if aggregation == "max":
         return np.maximum.reduceat(scores, starts).astype(np.float32)
     return (np.add.reduceat(scores, starts) / sizes).astype(np.float32)
+
+
+def caption_image_grid(
+    proxy: CaptionProxy, corpus: CaptionCorpus, captions: np.ndarray, images: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Return per aggregation the relevance of images `images` (columns, indexes) to
+    captions `captions` (rows, indexes): one proxy block serves every aggregation."""
+    groups = [corpus.captions_of(int(i)) for i in images]
+    refs = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+    starts = np.cumsum([0, *map(len, groups)])[:-1]
+    scores = proxy.matrix(np.asarray(captions), refs)
+    rows, cols = np.nonzero(np.asarray(captions)[:, None] == refs[None, :])
+    scores[rows, cols] = 1.0  # a caption counts as itself
+    return {aggregation: _reduce(scores, starts, aggregation) for aggregation in AGGREGATIONS}

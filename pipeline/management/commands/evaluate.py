@@ -24,8 +24,10 @@ from mitl.graded_evaluation import (
     relevance_matrices,
 )
 from mitl.ranking_limits import UNLIMITED, rankings_file_limited
+from mitl.relevance.calibrated import CALIBRATED, CalibratedModel
 from mitl.relevance.images import AGGREGATIONS
 from mitl.relevance.proxies import PROXIES
+from pipeline.calibrated_relevance import release_calibrated_model, release_manifest_read
 from pipeline.evaluation_jobs import evaluation_limits
 from pipeline.relevance import captions_corpus
 
@@ -58,10 +60,16 @@ class Command(BaseCommand):
         parser.add_argument(
             "--relevance",
             action="append",
-            choices=[*PROXIES, CROWD],
-            help="graded relevance source (repeatable): a caption proxy, or crowd (the "
+            choices=[*PROXIES, CALIBRATED, CROWD],
+            help="graded relevance source (repeatable): a caption proxy, calibrated (the "
+            "dataset's stored calibrated model: relevance_calibrate --save), or crowd (the "
             "release's verdicts.csv scores); needs --captions. meteor scores pair by pair "
             "(hours for a corpus of COCO's size)",
+        )
+        parser.add_argument(
+            "--calibration-dataset",
+            help="the dataset whose newest calibrated model --relevance calibrated applies "
+            "(default: the model version the release's manifest records, of its dataset)",
         )
         parser.add_argument(
             "--aggregation",
@@ -146,6 +154,7 @@ class Command(BaseCommand):
             if not 0.0 <= options[name] <= 1.0:
                 raise CommandError(f"--{name.replace('_', '-')} must lie in [0, 1]")
         corpus = captions_corpus(rows)
+        calibrated = self._calibrated(options) if CALIBRATED in sources else None
         tables = []
         for source in sources:
             graded_options = GradedOptions(
@@ -153,12 +162,21 @@ class Command(BaseCommand):
                 aggregation=options["aggregation"],
                 threshold=options["threshold"],
                 near_duplicate=options["near_duplicate"],
+                calibrated=calibrated,
             )
             try:
                 relevance = relevance_matrices(
                     corpus, release, graded_options, cache_dir=settings.RELEVANCE_CACHE_DIR
                 )
                 tables.append(graded_evaluate(release, rankings, corpus, relevance, graded_options))
-            except (EvaluationError, RuntimeError, OSError) as exc:
+            except (EvaluationError, RuntimeError, OSError, ValueError) as exc:
                 raise CommandError(f"--relevance {source}: {exc}") from None
         return tables
+
+    def _calibrated(self, options: dict[str, Any]) -> CalibratedModel:
+        """Return the stored model --relevance calibrated applies, or say why there is none."""
+        manifest = release_manifest_read(Path(str(options["release"])))
+        try:
+            return release_calibrated_model(manifest, options["calibration_dataset"])
+        except RuntimeError as exc:
+            raise CommandError(f"--relevance {CALIBRATED}: {exc}") from None

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.errors import ServiceError
 from annotation.models import Batch, BatchState
 from mitl.config import batch_config
+from mitl.relevance.calibrated import CALIBRATED
 from mitl.relevance.proxies import PROXIES
 from pipeline.release import release_create
 
@@ -52,11 +53,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--relevance",
             action="append",
-            choices=[name for name, spec in PROXIES.items() if spec.cheap],
+            choices=[*(name for name, spec in PROXIES.items() if spec.cheap), CALIBRATED],
             metavar="PROXY",
             help="add graded qrels of a caption proxy (qrels_PROXY_i2t.txt, qrels_PROXY_t2i.txt; "
-            "repeatable; meteor is too slow for a whole corpus); default: the batch config's "
-            "`relevance`",
+            "repeatable; meteor is too slow for a whole corpus), or of calibrated (the "
+            "dataset's stored calibrated model: relevance_calibrate --save); default: the "
+            "batch config's `relevance`",
         )
 
     def handle(self, *args: object, **options: Any) -> None:

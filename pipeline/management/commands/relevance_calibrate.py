@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.models import Dataset
 from mitl.formats.captions import parse_captions_tsv
 from mitl.formats.common import ImportFileError
+from pipeline.calibrated_relevance import calibrated_save, calibrated_train
 from pipeline.relevance import DatasetCorpus, captions_corpus, dataset_corpus
 from pipeline.relevance_calibration import (
     CALIBRATION_ERRORS,
@@ -43,6 +44,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-combination", action="store_true", help="skip the calibrated combination"
         )
+        parser.add_argument(
+            "--save",
+            action="store_true",
+            help="also fit the combination on every --sits pair (vectorised proxies only, no "
+            "METEOR) and store it as the dataset's calibrated relevance (`evaluate --relevance "
+            "calibrated`, releases, leaderboard); needs a dataset name and --sits",
+        )
         parser.add_argument("--out", help="also write the report as JSON to this file")
         parser.add_argument("--json", action="store_true", help="print JSON only")
 
@@ -65,6 +73,8 @@ class Command(BaseCommand):
                 raise CommandError(f"--{name}: {value} is not a file")
             paths[name] = Path(str(value)) if value else None
         quiet = bool(options["json"])
+        if options["save"] and (data.dataset is None or paths["sits"] is None):
+            raise CommandError("--save needs a dataset name (not a captions file) and --sits")
         try:
             report = calibration_report(
                 data,
@@ -83,6 +93,8 @@ class Command(BaseCommand):
             )
         if data.dataset is not None:
             calibration_save(data.dataset, report)
+        if options["save"]:
+            self._save(data, paths["sits"], proxies, quiet)
         if out is not None:
             try:
                 out.write_text(json.dumps(report, indent=2) + "\n")
@@ -92,6 +104,28 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report))
         else:
             self.stdout.write(format_report(report))
+
+    def _save(self, data: DatasetCorpus, sits: Path, proxies: list[str], quiet: bool) -> None:
+        """Fit and store the calibrated model; say its version and figures on stderr."""
+        assert data.dataset is not None
+        try:
+            model, figures = calibrated_train(
+                data,
+                sits=sits,
+                proxies=proxies,
+                say=None if quiet else lambda line: self.stderr.write(line),
+            )
+        except CALIBRATION_ERRORS as exc:
+            raise CommandError(str(exc)) from None
+        calibrated_save(data.dataset, model, figures)
+        oof = (figures["out_of_fold"] or {}).get("non_gt", {}).get("pearson")
+        best = figures["best_single"]
+        self.stderr.write(
+            f"stored calibrated relevance {model.version} of {data.dataset.name} "
+            f"({', '.join(model.proxies)}{' + context' if model.context else ''}): non-GT "
+            f"SITS Pearson {_figure(oof)} out of fold, best single {best['proxy']} "
+            f"{_figure(best['non_gt']['pearson'])}"
+        )
 
     def _corpus(self, name: str) -> DatasetCorpus:
         path = Path(name)
@@ -105,3 +139,7 @@ class Command(BaseCommand):
         except ImportFileError as exc:
             raise CommandError(str(exc)) from None
         return DatasetCorpus(corpus=captions_corpus(rows), dataset=None)
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
