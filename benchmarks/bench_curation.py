@@ -16,6 +16,8 @@ true and estimated recall, and the verdicts' precision, and ends with the JSON l
 
 Usage: python benchmarks/bench_curation.py [--seed 0] [--keep DIR] [--settings JSON]
        [--no-ablation] [--learned-features GROUPS]   (about 3 minutes on 2 cores)
+       python benchmarks/bench_curation.py --feature-sets "rank,yield;rank,score,yield"
+         (fixed once, then one adaptive run per feature set: a line each, and one JSON line)
 """
 
 from __future__ import annotations
@@ -168,6 +170,12 @@ def _arguments() -> argparse.Namespace:
         help="the learned policy's feature groups, comma-separated (default: its own), e.g. "
         "rank,score,share,agreement,yield",
     )
+    parser.add_argument(
+        "--feature-sets",
+        default="",
+        help="compare the learned policy's feature groups: sets separated by ';', each "
+        "comma-separated; fixed runs once, adaptive once per set (no ablation run)",
+    )
     parser.add_argument("--child", choices=("fixed", "adaptive"), help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, default=0, help=argparse.SUPPRESS)
     return parser.parse_args()
@@ -185,6 +193,9 @@ def main() -> None:
             features=args.learned_features,
         )
         print(json.dumps(result))
+        return
+    if args.feature_sets:
+        feature_sets_compare(args, settings)
         return
     runs: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-curation-") as scratch:
@@ -233,6 +244,57 @@ def main() -> None:
         )
         if "selection only" in runs
         else None,
+    )
+
+
+def feature_sets_compare(args: argparse.Namespace, settings: dict[str, Any]) -> None:
+    """Fixed once, then adaptive once per feature set at fixed's budget: a line per set."""
+    sets = [s.strip() for s in args.feature_sets.split(";") if s.strip()]
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-curation-") as scratch:
+        folder = Path(args.keep or scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        common = {"folder": folder, "seed": args.seed}
+        fixed = child("fixed", budget=0, settings={}, label="fixed", **common)
+        budget = fixed["judgements"]
+        for number, features in enumerate(sets):
+            run = child(
+                "adaptive",
+                budget=budget,
+                settings=settings,
+                label=f"set{number}",
+                features=features,
+                **common,
+            )
+            if run["judgements"] > budget:
+                raise SystemExit(f"{features} spent {run['judgements']} judgements of {budget}")
+            results[features] = run
+            ratio = run["true_positives"] / max(fixed["true_positives"], 1)
+            print(
+                f"{features:<48} judgements {run['judgements']:>6} of {budget}  true positives "
+                f"{run['true_positives']:>5} (fixed {fixed['true_positives']})  ratio {ratio:.3f}"
+                f"  precision {run['precision']:.4f}",
+                flush=True,
+            )
+    ratios = {f: r["true_positives"] / max(fixed["true_positives"], 1) for f, r in results.items()}
+    best = max(ratios, key=ratios.__getitem__)
+    report_line(
+        "curation_features",
+        round(ratios[best], 3),
+        TARGET,
+        "higher",
+        seed=args.seed,
+        best=best,
+        fixed={"judgements": budget, "true_positives": fixed["true_positives"]},
+        sets={
+            f: {
+                "ratio": round(ratios[f], 3),
+                "precision": round(r["precision"], 4),
+                "true_positives": r["true_positives"],
+                "judgements": r["judgements"],
+            }
+            for f, r in results.items()
+        },
     )
 
 

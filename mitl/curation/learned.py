@@ -9,7 +9,9 @@ it ranks the pair (`rank`), its score within the list and gap to the list's best
 (`score`), the share of annotators that rank the pair (`share`) or put it in their top 5
 (`agreement`), and the query's own yield so far (Laplace-smoothed, and for a training pair
 without its own answer), since queries differ in how many positives they have, with that
-yield times the pair's best 1/√rank (`yield`). Before both classes have `MIN_CLASS`
+yield times the pair's best 1/√rank (`yield`), and evidence from neighbouring queries
+(`neighbour`, `neighbourhood`): how alike is the nearest other query for which the pair's
+target was judged positive, and negative. Before both classes have `MIN_CLASS`
 examples, pairs are taken in reciprocal-rank-fusion order instead.
 """
 
@@ -26,9 +28,10 @@ MIN_CLASS = 5  # judged positives and negatives a direction needs before a model
 L2 = 1.0  # ridge penalty of the logistic fit (features are in [0, 1])
 NEWTON_STEPS = 25
 AGREEMENT_K = 5  # `agreement`: annotators that put the pair in their top this many
-FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield")
+NEIGHBOUR_DEPTH = 20  # `neighbour`: a query's likeness reads every annotator's top this many
+FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield", "neighbour")
 # The groups the model reads (docs/curation.md has the comparison that chose them).
-FEATURE_GROUPS: tuple[str, ...] = FEATURE_GROUPS_ALL
+FEATURE_GROUPS: tuple[str, ...] = ("rank", "score", "share", "agreement", "yield")
 
 
 def logistic_fit(features: np.ndarray, labels: np.ndarray, l2: float = L2) -> np.ndarray:
@@ -96,8 +99,76 @@ def query_yields(judged: np.ndarray, answers: np.ndarray) -> np.ndarray:
     return np.where(judged, (1 + positives - answers) / (1 + count), (1 + positives) / (2 + count))
 
 
+def query_anchor(query: QueryRankings) -> tuple[int, int] | None:
+    """The item every ranked pair shares (side 0: an image query, 1: a caption query)."""
+    pairs = [pair for ranked in query.lists.values() for pair in ranked]
+    for side in (0, 1):
+        if pairs and all(pair[side] == pairs[0][side] for pair in pairs):
+            return side, pairs[0][side]
+    return None
+
+
+@dataclass
+class Neighbourhood:
+    """Which queries look alike, and the verdicts on their targets, for `neighbour`.
+
+    Two queries are alike as far as the annotators' top `NEIGHBOUR_DEPTH` targets overlap
+    (Jaccard): two near-duplicate images get the same captions proposed. A pair's evidence
+    is the likeness of the most alike other query whose item was judged with the same
+    target, once for a positive verdict and once for a negative one.
+    """
+
+    near: dict[tuple[int, int], frozenset[int]]  # (side, anchor) → its top targets
+    verdicts: dict[tuple[int, int], list[tuple[int, bool]]]  # (side, target) → (anchor, yes)
+    likeness: dict[tuple[int, int, int], float]
+
+    @classmethod
+    def build(
+        cls, queries: Sequence[QueryRankings], outcomes: Mapping[Pair, bool]
+    ) -> Neighbourhood:
+        near: dict[tuple[int, int], frozenset[int]] = {}
+        for query in queries:
+            anchor = query_anchor(query)
+            if anchor is not None:
+                side = anchor[0]
+                top = (p[1 - side] for r in query.lists.values() for p in r[:NEIGHBOUR_DEPTH])
+                near[anchor] = frozenset(top)
+        verdicts: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+        for pair, positive in outcomes.items():
+            for side in (0, 1):
+                if (side, pair[side]) in near:
+                    verdicts.setdefault((side, pair[1 - side]), []).append((pair[side], positive))
+        return cls(near, verdicts, {})
+
+    def similarity(self, side: int, first: int, second: int) -> float:
+        key = (side, min(first, second), max(first, second))
+        if key not in self.likeness:
+            a, b = self.near[(side, first)], self.near[(side, second)]
+            self.likeness[key] = len(a & b) / len(a | b) if a or b else 0.0
+        return self.likeness[key]
+
+    def columns(self, query: QueryRankings, pairs: Sequence[Pair]) -> np.ndarray:
+        """(pairs × 2): the most alike other query's likeness with a YES, with a NO."""
+        evidence = np.zeros((len(pairs), 2))
+        anchor = query_anchor(query)
+        if anchor is None:
+            return evidence
+        side, item = anchor
+        for row, pair in enumerate(pairs):
+            for other, positive in self.verdicts.get((side, pair[1 - side]), ()):
+                if other != item:
+                    column = 0 if positive else 1
+                    value = self.similarity(side, item, other)
+                    evidence[row, column] = max(evidence[row, column], value)
+        return evidence
+
+
 def feature_blocks(
-    ranks: np.ndarray, scores: np.ndarray, query_yield: np.ndarray, groups: Sequence[str]
+    ranks: np.ndarray,
+    scores: np.ndarray,
+    query_yield: np.ndarray,
+    groups: Sequence[str],
+    neighbour: np.ndarray | None = None,
 ) -> np.ndarray:
     """The feature rows of pairs from their ranks, scores and query yield, group by group.
 
@@ -105,7 +176,8 @@ def feature_blocks(
     the list (0 when unranked) and the gap to the list's best (1 when unranked); `share`:
     the share of annotators that rank it; `agreement`: the share that put it in their top
     `AGREEMENT_K`; `yield`: the query's yield, and it times the best 1/√rank, so that a rich
-    query lifts its top ranks more than its deep ones. An unranked pair's row has ranks 0.
+    query lifts its top ranks more than its deep ones; `neighbour`: the two columns of
+    `Neighbourhood.columns` (zeros when not given). An unranked pair's row has ranks 0.
     """
     n = max(ranks.shape[1], 1)
     inverse = np.where(ranks > 0, np.maximum(ranks, 1) ** -0.5, 0.0)
@@ -126,6 +198,8 @@ def feature_blocks(
         elif group == "yield":
             best = inverse.max(axis=1, initial=0.0)
             blocks.append(np.stack([query_yield, query_yield * best], axis=1))
+        elif group == "neighbour":
+            blocks.append(np.zeros((len(ranks), 2)) if neighbour is None else neighbour)
         else:
             raise ValueError(f"unknown feature group {group!r} (known: {FEATURE_GROUPS_ALL})")
     return np.hstack(blocks) if blocks else np.zeros((len(ranks), 0))
@@ -136,6 +210,7 @@ def query_features(
     annotators: Sequence[int],
     outcomes: Mapping[Pair, bool],
     groups: Sequence[str] | None = None,
+    neighbourhood: Neighbourhood | None = None,
 ) -> tuple[list[Pair], np.ndarray, np.ndarray]:
     """The features (`feature_blocks`) of every pair some annotator ranks for this query.
 
@@ -145,7 +220,11 @@ def query_features(
     judged = np.array([pair in outcomes for pair in pairs], dtype=bool)
     answers = np.array([bool(outcomes.get(pair, False)) for pair in pairs], dtype=float)
     groups = FEATURE_GROUPS if groups is None else groups
-    rows = feature_blocks(ranks, scores, query_yields(judged, answers), groups)
+    evidence = None
+    if "neighbour" in groups:
+        neighbourhood = neighbourhood or Neighbourhood.build([query], outcomes)
+        evidence = neighbourhood.columns(query, pairs)
+    rows = feature_blocks(ranks, scores, query_yields(judged, answers), groups, evidence)
     return pairs, rows, judged
 
 
@@ -177,8 +256,9 @@ def group_model(
     train_x: list[np.ndarray] = []
     train_y: list[float] = []
     yields: dict[int, float] = {}
+    neighbourhood = Neighbourhood.build(queries, outcomes) if "neighbour" in groups else None
     for query in queries:
-        pairs, matrix, judged = query_features(query, annotators, outcomes, groups)
+        pairs, matrix, judged = query_features(query, annotators, outcomes, groups, neighbourhood)
         answers = [float(outcomes[pair]) for pair, seen in zip(pairs, judged, strict=True) if seen]
         yields[query.query_id] = (1 + sum(answers)) / (2 + len(answers))
         train_x.append(matrix[judged])
