@@ -28,10 +28,10 @@ MIN_CLASS = 5  # judged positives and negatives a direction needs before a model
 L2 = 1.0  # ridge penalty of the logistic fit (features are in [0, 1])
 NEWTON_STEPS = 25
 AGREEMENT_K = 5  # `agreement`: annotators that put the pair in their top this many
-NEIGHBOUR_DEPTH = 20  # `neighbour`: a query's likeness reads every annotator's top this many
+NEIGHBOUR_DEPTH = 50  # `neighbour`: a query's likeness reads every annotator's top this many
 FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield", "neighbour")
 # The groups the model reads (docs/curation.md has the comparison that chose them).
-FEATURE_GROUPS: tuple[str, ...] = ("rank", "score", "share", "agreement", "yield")
+FEATURE_GROUPS: tuple[str, ...] = FEATURE_GROUPS_ALL
 
 
 def logistic_fit(features: np.ndarray, labels: np.ndarray, l2: float = L2) -> np.ndarray:
