@@ -17,7 +17,8 @@ true and estimated recall, and the verdicts' precision, and ends with the JSON l
 Usage: python benchmarks/bench_curation.py [--seed 0] [--keep DIR] [--settings JSON]
        [--no-ablation] [--learned-features GROUPS]   (about 3 minutes on 2 cores)
        python benchmarks/bench_curation.py --feature-sets "rank,yield;rank,score,yield"
-         (fixed once, then one adaptive run per feature set: a line each, and one JSON line)
+         (fixed once, then one adaptive run per feature set: a line each, and one JSON line;
+         a set may end in '|{"rounds": 10}', adaptive settings for that run alone)
 """
 
 from __future__ import annotations
@@ -174,7 +175,9 @@ def _arguments() -> argparse.Namespace:
         "--feature-sets",
         default="",
         help="compare the learned policy's feature groups: sets separated by ';', each "
-        "comma-separated; fixed runs once, adaptive once per set (no ablation run)",
+        "comma-separated, optionally '|' and adaptive settings as JSON ({\"rounds\": 10} "
+        "cuts the budget into 10 rounds); fixed runs once (once per --keep folder and seed), "
+        "adaptive once per set (no ablation run)",
     )
     parser.add_argument("--child", choices=("fixed", "adaptive"), help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, default=0, help=argparse.SUPPRESS)
@@ -255,23 +258,32 @@ def feature_sets_compare(args: argparse.Namespace, settings: dict[str, Any]) -> 
         folder = Path(args.keep or scratch)
         folder.mkdir(parents=True, exist_ok=True)
         common = {"folder": folder, "seed": args.seed}
-        fixed = child("fixed", budget=0, settings={}, label="fixed", **common)
+        cached = folder / f"fixed-seed{args.seed}.json"  # with --keep: fixed runs once
+        if cached.exists():
+            fixed = json.loads(cached.read_text())
+        else:
+            fixed = child("fixed", budget=0, settings={}, label="fixed", **common)
+            cached.write_text(json.dumps(fixed))
         budget = fixed["judgements"]
-        for number, features in enumerate(sets):
+        for number, entry in enumerate(sets):
+            features, _, extra = entry.partition("|")
+            own = {**settings, **json.loads(extra or "{}")}
+            if "rounds" in own:  # a number of rounds: the round size that cuts the budget so
+                own["round_size"] = budget // own.pop("rounds")
             run = child(
                 "adaptive",
                 budget=budget,
-                settings=settings,
+                settings=own,
                 label=f"set{number}",
                 features=features,
                 **common,
             )
             if run["judgements"] > budget:
-                raise SystemExit(f"{features} spent {run['judgements']} judgements of {budget}")
-            results[features] = run
+                raise SystemExit(f"{entry} spent {run['judgements']} judgements of {budget}")
+            results[entry] = run
             ratio = run["true_positives"] / max(fixed["true_positives"], 1)
             print(
-                f"{features:<48} judgements {run['judgements']:>6} of {budget}  true positives "
+                f"{entry:<48} judgements {run['judgements']:>6} of {budget}  true positives "
                 f"{run['true_positives']:>5} (fixed {fixed['true_positives']})  ratio {ratio:.3f}"
                 f"  precision {run['precision']:.4f}",
                 flush=True,
