@@ -9,10 +9,11 @@ it ranks the pair (`rank`), its score within the list and gap to the list's best
 (`score`), the share of annotators that rank the pair (`share`) or put it in their top 5
 (`agreement`), and the query's own yield so far (Laplace-smoothed, and for a training pair
 without its own answer), since queries differ in how many positives they have, with that
-yield times the pair's best 1/√rank (`yield`), and evidence from neighbouring queries
-(`neighbour`, `neighbourhood`): how alike is the nearest other query for which the pair's
-target was judged positive, and negative. Before both classes have `MIN_CLASS`
-examples, pairs are taken in reciprocal-rank-fusion order instead.
+yield times the pair's best 1/√rank (`yield`), and evidence from alike pairs
+(`Neighbourhood`): how alike is the nearest other query for which the pair's target was
+judged positive, and negative (`neighbour`: a near-duplicate image's accepted caption), and
+the nearest other target judged for the pair's query (`sibling`). Before both classes have
+`MIN_CLASS` examples, pairs are taken in reciprocal-rank-fusion order instead.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ MIN_CLASS = 5  # judged positives and negatives a direction needs before a model
 L2 = 1.0  # ridge penalty of the logistic fit (features are in [0, 1])
 NEWTON_STEPS = 25
 AGREEMENT_K = 5  # `agreement`: annotators that put the pair in their top this many
-NEIGHBOUR_DEPTH = 50  # `neighbour`: a query's likeness reads every annotator's top this many
-FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield", "neighbour")
+NEIGHBOUR_DEPTH = 50  # likeness (`Neighbourhood`) reads every annotator's top this many
+FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield", "neighbour", "sibling")
 # The groups the model reads (docs/curation.md has the comparison that chose them).
+# The groups that read verdicts on alike queries and alike targets (`Neighbourhood`).
+EVIDENCE_KINDS = {"neighbour": "query", "sibling": "target"}
 FEATURE_GROUPS: tuple[str, ...] = FEATURE_GROUPS_ALL
 
 
@@ -110,17 +113,22 @@ def query_anchor(query: QueryRankings) -> tuple[int, int] | None:
 
 @dataclass
 class Neighbourhood:
-    """Which queries look alike, and the verdicts on their targets, for `neighbour`.
+    """What the verdicts on alike queries and alike targets say, for `neighbour`, `sibling`.
 
     Two queries are alike as far as the annotators' top `NEIGHBOUR_DEPTH` targets overlap
-    (Jaccard): two near-duplicate images get the same captions proposed. A pair's evidence
-    is the likeness of the most alike other query whose item was judged with the same
-    target, once for a positive verdict and once for a negative one.
+    (Jaccard): two near-duplicate images get the same captions proposed. Two targets are
+    alike as far as the queries that rank them there overlap. A pair's `neighbour` evidence
+    is the likeness of the most alike other query judged with the same target, once with a
+    positive verdict and once with a negative one; its `sibling` evidence the likeness of
+    the most alike other target judged for the same query, the same two ways. A pair's own
+    verdict is never its evidence.
     """
 
-    near: dict[tuple[int, int], frozenset[int]]  # (side, anchor) → its top targets
-    verdicts: dict[tuple[int, int], list[tuple[int, bool]]]  # (side, target) → (anchor, yes)
-    likeness: dict[tuple[int, int, int], float]
+    near: dict[tuple[int, int], frozenset[int]]  # (side, query item) → its top targets
+    audience: dict[tuple[int, int], frozenset[int]]  # (side, target) → query items ranking it
+    by_target: dict[tuple[int, int], list[tuple[int, bool]]]  # → (query item, positive)
+    by_query: dict[tuple[int, int], list[tuple[int, bool]]]  # (side, item) → (target, positive)
+    likeness: dict[tuple[str, int, int, int], float]
 
     @classmethod
     def build(
@@ -133,32 +141,47 @@ class Neighbourhood:
                 side = anchor[0]
                 top = (p[1 - side] for r in query.lists.values() for p in r[:NEIGHBOUR_DEPTH])
                 near[anchor] = frozenset(top)
-        verdicts: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+        audience: dict[tuple[int, int], set[int]] = {}
+        for (side, item), targets in near.items():
+            for target in targets:
+                audience.setdefault((side, target), set()).add(item)
+        by_target: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+        by_query: dict[tuple[int, int], list[tuple[int, bool]]] = {}
         for pair, positive in outcomes.items():
             for side in (0, 1):
                 if (side, pair[side]) in near:
-                    verdicts.setdefault((side, pair[1 - side]), []).append((pair[side], positive))
-        return cls(near, verdicts, {})
+                    by_target.setdefault((side, pair[1 - side]), []).append((pair[side], positive))
+                    by_query.setdefault((side, pair[side]), []).append((pair[1 - side], positive))
+        frozen = {key: frozenset(items) for key, items in audience.items()}
+        return cls(near, frozen, by_target, by_query, {})
 
-    def similarity(self, side: int, first: int, second: int) -> float:
-        key = (side, min(first, second), max(first, second))
+    def _alike(self, kind: str, side: int, first: int, second: int) -> float:
+        key = (kind, side, min(first, second), max(first, second))
         if key not in self.likeness:
-            a, b = self.near[(side, first)], self.near[(side, second)]
+            sets = self.near if kind == "query" else self.audience
+            a, b = sets.get((side, first), frozenset()), sets.get((side, second), frozenset())
             self.likeness[key] = len(a & b) / len(a | b) if a or b else 0.0
         return self.likeness[key]
 
-    def columns(self, query: QueryRankings, pairs: Sequence[Pair]) -> np.ndarray:
-        """(pairs × 2): the most alike other query's likeness with a YES, with a NO."""
+    def columns(self, query: QueryRankings, pairs: Sequence[Pair], kind: str) -> np.ndarray:
+        """(pairs × 2): the most alike other query (`kind` "query") or other target
+        ("target") judged with this pair's target or query: its likeness with a YES, a NO."""
         evidence = np.zeros((len(pairs), 2))
         anchor = query_anchor(query)
         if anchor is None:
             return evidence
         side, item = anchor
         for row, pair in enumerate(pairs):
-            for other, positive in self.verdicts.get((side, pair[1 - side]), ()):
-                if other != item:
+            target = pair[1 - side]
+            mine, others = (
+                (item, self.by_target.get((side, target), ()))
+                if kind == "query"
+                else (target, self.by_query.get(anchor, ()))
+            )
+            for other, positive in others:
+                if other != mine:
+                    value = self._alike(kind, side, mine, other)
                     column = 0 if positive else 1
-                    value = self.similarity(side, item, other)
                     evidence[row, column] = max(evidence[row, column], value)
         return evidence
 
@@ -168,7 +191,7 @@ def feature_blocks(
     scores: np.ndarray,
     query_yield: np.ndarray,
     groups: Sequence[str],
-    neighbour: np.ndarray | None = None,
+    evidence: Mapping[str, np.ndarray] | None = None,
 ) -> np.ndarray:
     """The feature rows of pairs from their ranks, scores and query yield, group by group.
 
@@ -176,8 +199,9 @@ def feature_blocks(
     the list (0 when unranked) and the gap to the list's best (1 when unranked); `share`:
     the share of annotators that rank it; `agreement`: the share that put it in their top
     `AGREEMENT_K`; `yield`: the query's yield, and it times the best 1/√rank, so that a rich
-    query lifts its top ranks more than its deep ones; `neighbour`: the two columns of
-    `Neighbourhood.columns` (zeros when not given). An unranked pair's row has ranks 0.
+    query lifts its top ranks more than its deep ones; `neighbour` and `sibling`: the two
+    columns each of `Neighbourhood.columns` (`evidence` by group; zeros when not given).
+    An unranked pair's row has ranks 0.
     """
     n = max(ranks.shape[1], 1)
     inverse = np.where(ranks > 0, np.maximum(ranks, 1) ** -0.5, 0.0)
@@ -198,8 +222,9 @@ def feature_blocks(
         elif group == "yield":
             best = inverse.max(axis=1, initial=0.0)
             blocks.append(np.stack([query_yield, query_yield * best], axis=1))
-        elif group == "neighbour":
-            blocks.append(np.zeros((len(ranks), 2)) if neighbour is None else neighbour)
+        elif group in EVIDENCE_KINDS:
+            given = (evidence or {}).get(group)
+            blocks.append(np.zeros((len(ranks), 2)) if given is None else given)
         else:
             raise ValueError(f"unknown feature group {group!r} (known: {FEATURE_GROUPS_ALL})")
     return np.hstack(blocks) if blocks else np.zeros((len(ranks), 0))
@@ -220,10 +245,10 @@ def query_features(
     judged = np.array([pair in outcomes for pair in pairs], dtype=bool)
     answers = np.array([bool(outcomes.get(pair, False)) for pair in pairs], dtype=float)
     groups = FEATURE_GROUPS if groups is None else groups
-    evidence = None
-    if "neighbour" in groups:
+    evidence = {}
+    for group in set(groups) & set(EVIDENCE_KINDS):
         neighbourhood = neighbourhood or Neighbourhood.build([query], outcomes)
-        evidence = neighbourhood.columns(query, pairs)
+        evidence[group] = neighbourhood.columns(query, pairs, EVIDENCE_KINDS[group])
     rows = feature_blocks(ranks, scores, query_yields(judged, answers), groups, evidence)
     return pairs, rows, judged
 
@@ -256,7 +281,8 @@ def group_model(
     train_x: list[np.ndarray] = []
     train_y: list[float] = []
     yields: dict[int, float] = {}
-    neighbourhood = Neighbourhood.build(queries, outcomes) if "neighbour" in groups else None
+    wanted = set(groups) & set(EVIDENCE_KINDS)
+    neighbourhood = Neighbourhood.build(queries, outcomes) if wanted else None
     for query in queries:
         pairs, matrix, judged = query_features(query, annotators, outcomes, groups, neighbourhood)
         answers = [float(outcomes[pair]) for pair, seen in zip(pairs, judged, strict=True) if seen]

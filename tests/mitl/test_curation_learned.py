@@ -20,7 +20,8 @@ ANNOTATORS = [7, 8]
 
 
 def test_each_group_adds_its_columns() -> None:
-    widths = {"rank": 4, "score": 4, "share": 1, "agreement": 1, "yield": 2, "neighbour": 2}
+    widths = {"rank": 4, "score": 4, "share": 1, "agreement": 1, "yield": 2}
+    widths |= {"neighbour": 2, "sibling": 2}
     for group, width in widths.items():
         pairs, rows, judged = query_features(QUERY, ANNOTATORS, {}, (group,))
         assert pairs == [(1, 10), (1, 11), (1, 12), (1, 13)]
@@ -106,17 +107,38 @@ def test_neighbour_evidence_rises_when_a_near_duplicates_pair_was_judged_positiv
     twin = _image_query(2, 2, [11, 10, 12, 13])
     stranger = _image_query(3, 3, [10, 30, 31, 32])
     queries = [first, twin, stranger]
-    before = Neighbourhood.build(queries, {}).columns(first, [(1, 10)])
+    before = Neighbourhood.build(queries, {}).columns(first, [(1, 10)], "query")
     assert before.tolist() == [[0.0, 0.0]]
-    seen = Neighbourhood.build(queries, {(2, 10): True}).columns(first, [(1, 10), (1, 11)])
+    seen = Neighbourhood.build(queries, {(2, 10): True}).columns(first, [(1, 10), (1, 11)], "query")
     assert seen[0, 0] == pytest.approx(1.0)  # the twin's captions are the same four
     assert seen[1].tolist() == [0.0, 0.0]  # no verdict on caption 11 anywhere
     # A YES for the stranger is weaker evidence: its proposals share one caption in seven.
-    far = Neighbourhood.build(queries, {(3, 10): True}).columns(first, [(1, 10)])
+    far = Neighbourhood.build(queries, {(3, 10): True}).columns(first, [(1, 10)], "query")
     assert 0 < far[0, 0] < seen[0, 0]
     # A NO lands in the second column; the pair's own verdict is never its own evidence.
     mixed = Neighbourhood.build(queries, {(2, 10): False, (1, 10): True})
-    assert mixed.columns(first, [(1, 10)]).tolist() == [[0.0, pytest.approx(1.0)]]
+    assert mixed.columns(first, [(1, 10)], "query").tolist() == [[0.0, pytest.approx(1.0)]]
+
+
+def test_sibling_evidence_rises_when_an_alike_target_was_judged_positive_for_the_query() -> None:
+    from mitl.curation.learned import Neighbourhood
+
+    # Captions 10 and 11 are proposed for the same images (alike); caption 12 elsewhere.
+    queries = [
+        _image_query(1, 1, [10, 11, 12]),
+        _image_query(2, 2, [10, 11, 20]),
+        _image_query(3, 3, [11, 10, 21]),
+        _image_query(4, 4, [12, 22, 23]),
+    ]
+    first = queries[0]
+    hood = Neighbourhood.build(queries, {(1, 10): True})
+    columns = hood.columns(first, [(1, 10), (1, 11), (1, 12)], "target")
+    assert columns[0].tolist() == [0.0, 0.0]  # its own verdict is not its evidence
+    assert columns[1, 0] == pytest.approx(1.0)  # 11 goes with the same three images as 10
+    assert 0 < columns[2, 0] < columns[1, 0]  # 12 shares image 1 only: 1 of 4 images
+    # Another query's verdict on caption 10 says nothing about this query's siblings.
+    other = Neighbourhood.build(queries, {(2, 10): True})
+    assert not other.columns(first, [(1, 11)], "target").any()
 
 
 def test_neighbour_evidence_works_for_caption_queries_too() -> None:
@@ -125,7 +147,7 @@ def test_neighbour_evidence_works_for_caption_queries_too() -> None:
     caption = QueryRankings(1, {7: [(i, 50) for i in (1, 2, 3)]}, "t2i")
     paraphrase = QueryRankings(2, {7: [(i, 51) for i in (2, 1, 3)]}, "t2i")
     hood = Neighbourhood.build([caption, paraphrase], {(3, 51): True})
-    assert hood.columns(caption, [(3, 50), (1, 50)])[:, 0] == pytest.approx([1.0, 0.0])
+    assert hood.columns(caption, [(3, 50), (1, 50)], "query")[:, 0] == pytest.approx([1.0, 0.0])
 
 
 def test_neighbour_feature_lets_the_model_follow_near_duplicates(
