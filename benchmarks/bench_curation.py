@@ -104,6 +104,10 @@ def child(
     features: str = "",
 ) -> dict[str, Any]:
     """Run one strategy in a fresh process and database; return its measurements."""
+    # A kept folder's database of an earlier run would hand that run's verdicts to this
+    # one (the dataset's cumulative truth): every run starts from an empty file.
+    for suffix in ("", "-wal", "-shm"):
+        (folder / f"{label}.sqlite3{suffix}").unlink(missing_ok=True)
     env = {
         **os.environ,
         "MITL_VAR_DIR": str(folder),
