@@ -166,6 +166,13 @@ def child(stage: str, args: argparse.Namespace, folder: Path, database: str) -> 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _database_copy(source: Path, target: Path) -> None:
+    """A fresh copy of the prepared database, without an earlier run's journal beside it."""
+    for suffix in ("-wal", "-shm"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(source, target)
+
+
 def strategies_run(args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
     """Prepare the corpus once (kept with --keep), then each strategy on its own copy of it.
 
@@ -181,12 +188,12 @@ def strategies_run(args: argparse.Namespace, folder: Path) -> list[dict[str, Any
     if cached.exists():  # fixed does not depend on the adaptive options
         fixed = json.loads(cached.read_text())
     else:
-        shutil.copyfile(prepared, folder / "fixed.sqlite3")
+        _database_copy(prepared, folder / "fixed.sqlite3")
         fixed = child("fixed", args, folder, "fixed.sqlite3")
         cached.write_text(json.dumps(fixed))
     if not args.budget:
         args.budget = fixed["judgements"]
-    shutil.copyfile(prepared, folder / "adaptive.sqlite3")
+    _database_copy(prepared, folder / "adaptive.sqlite3")
     return [fixed, child("adaptive", args, folder, "adaptive.sqlite3")]
 
 
