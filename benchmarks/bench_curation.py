@@ -12,7 +12,7 @@ more than fixed, then prints for each the true positives the crowd found, the re
 true and estimated recall, and the verdicts' precision, and ends with the JSON line
 
     {"benchmark": "curation", "ratio": adaptive true positives / fixed true positives,
-     "target": 1.5, "better": "higher", "recall_estimate_error": ..., "precision": ...}
+     "target": 2.0, "better": "higher", "recall_estimate_error": ..., "precision": ...}
 
 Usage: python benchmarks/bench_curation.py [--seed 0] [--keep DIR] [--settings JSON]
        [--no-ablation] [--learned-features GROUPS]   (about 3 minutes on 2 cores)
@@ -34,7 +34,7 @@ from typing import Any
 
 from common import REPO_ROOT, django_setup, report_line
 
-TARGET = 1.5
+TARGET = 2.0  # issue 32 (at precision 0.97 or better)
 DIRECTIONS = ("i2t", "t2i")
 
 
