@@ -13,12 +13,14 @@ together), the same per 1,000 judgements, and for adaptive the recall it estimat
 the true one (ECCV ∪ original as the truth). The JSON line's ratio is adaptive's pooled
 new positives per 1,000 judgements over fixed's.
 
-Not a speed benchmark: a check of the strategies on real rankings (about 15 minutes on 2
-cores, most of it MiniLM embedding the 25,000 captions once). Ends with one JSON line.
-`--encoder mpnet` runs the sentence-embedding annotator on all-mpnet-base-v2 instead
-(`make encoders`; about five times MiniLM's encoding time). With `--keep DIR` the
-database stays, and a later run with the same DIR reuses its dataset, annotators and cached
-embeddings (the batches of earlier runs stay; their found positives are no known set).
+Each strategy runs in its own copy of a prepared database (corpus, annotators, MiniLM's
+caption embeddings): in one database the dataset's cumulative truth would hand fixed's
+verdicts to adaptive. Not a speed benchmark: a check of the strategies on real rankings
+(8 minutes on 2 shared cores, 2026-11-28; MiniLM's encoding of the 25,000 captions took
+12.6 minutes under heavier load before). Ends with one JSON line. `--encoder mpnet` runs
+the sentence-embedding annotator on all-mpnet-base-v2 instead (`make encoders`; about five
+times MiniLM's encoding time). With `--keep DIR` the prepared database and fixed's result
+stay in DIR, and a later run with the same DIR and `--k`/`--encoder` runs adaptive alone.
 
 Usage: python benchmarks/real_curation.py [--k 5] [--keep DIR] [--encoder minilm|mpnet]
        [--budget 21600] [--rounds 10] [--adjudication learned] [--learned-features GROUPS]
