@@ -31,9 +31,9 @@ NEWTON_STEPS = 25
 AGREEMENT_K = 5  # `agreement`: annotators that put the pair in their top this many
 NEIGHBOUR_DEPTH = 50  # likeness (`Neighbourhood`) reads every annotator's top this many
 FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield", "neighbour", "sibling")
-# The groups the model reads (docs/curation.md has the comparison that chose them).
 # The groups that read verdicts on alike queries and alike targets (`Neighbourhood`).
 EVIDENCE_KINDS = {"neighbour": "query", "sibling": "target"}
+# The groups the model reads (docs/curation.md has the comparison that chose them).
 FEATURE_GROUPS: tuple[str, ...] = FEATURE_GROUPS_ALL
 
 
@@ -103,9 +103,13 @@ def query_yields(judged: np.ndarray, answers: np.ndarray) -> np.ndarray:
 
 
 def query_anchor(query: QueryRankings) -> tuple[int, int] | None:
-    """The item every ranked pair shares (side 0: an image query, 1: a caption query)."""
+    """The item every ranked pair shares (side 0: an image query, 1: a caption query).
+
+    The direction says which side when the query has one (a single pair shares both).
+    """
     pairs = [pair for ranked in query.lists.values() for pair in ranked]
-    for side in (0, 1):
+    sides = {"i2t": (0,), "t2i": (1,)}.get(query.group, (0, 1))
+    for side in sides:
         if pairs and all(pair[side] == pairs[0][side] for pair in pairs):
             return side, pairs[0][side]
     return None

@@ -177,3 +177,11 @@ def test_neighbour_feature_lets_the_model_follow_near_duplicates(
     monkeypatch.setattr(learned, "FEATURE_GROUPS", ("rank",))
     blind = learned_order(queries, outcomes, taken=set(outcomes))
     assert not all(truth[pair] for _, pair in blind[:wanted])
+
+
+def test_a_caption_query_with_one_ranked_pair_is_anchored_on_its_caption() -> None:
+    from mitl.curation.learned import query_anchor
+
+    assert query_anchor(QueryRankings(1, {7: [(3, 50)]}, "t2i")) == (1, 50)
+    assert query_anchor(QueryRankings(1, {7: [(3, 50)]}, "i2t")) == (0, 3)
+    assert query_anchor(QueryRankings(1, {7: [(3, 50), (4, 51)]}, "")) is None
