@@ -9,8 +9,11 @@ it ranks the pair (`rank`), its score within the list and gap to the list's best
 (`score`), the share of annotators that rank the pair (`share`) or put it in their top 5
 (`agreement`), and the query's own yield so far (Laplace-smoothed, and for a training pair
 without its own answer), since queries differ in how many positives they have, with that
-yield times the pair's best 1/√rank (`yield`). Before both classes have `MIN_CLASS`
-examples, pairs are taken in reciprocal-rank-fusion order instead.
+yield times the pair's best 1/√rank (`yield`), and evidence from alike pairs
+(`Neighbourhood`): how alike is the nearest other query for which the pair's target was
+judged positive, and negative (`neighbour`: a near-duplicate image's accepted caption), and
+the nearest other target judged for the pair's query (`sibling`). Before both classes have
+`MIN_CLASS` examples, pairs are taken in reciprocal-rank-fusion order instead.
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ MIN_CLASS = 5  # judged positives and negatives a direction needs before a model
 L2 = 1.0  # ridge penalty of the logistic fit (features are in [0, 1])
 NEWTON_STEPS = 25
 AGREEMENT_K = 5  # `agreement`: annotators that put the pair in their top this many
-FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield")
+NEIGHBOUR_DEPTH = 50  # likeness (`Neighbourhood`) reads every annotator's top this many
+FEATURE_GROUPS_ALL = ("rank", "score", "share", "agreement", "yield", "neighbour", "sibling")
+# The groups that read verdicts on alike queries and alike targets (`Neighbourhood`).
+EVIDENCE_KINDS = {"neighbour": "query", "sibling": "target"}
 # The groups the model reads (docs/curation.md has the comparison that chose them).
 FEATURE_GROUPS: tuple[str, ...] = FEATURE_GROUPS_ALL
 
@@ -96,8 +102,100 @@ def query_yields(judged: np.ndarray, answers: np.ndarray) -> np.ndarray:
     return np.where(judged, (1 + positives - answers) / (1 + count), (1 + positives) / (2 + count))
 
 
+def query_anchor(query: QueryRankings) -> tuple[int, int] | None:
+    """The item every ranked pair shares (side 0: an image query, 1: a caption query).
+
+    The direction says which side when the query has one (a single pair shares both).
+    """
+    pairs = [pair for ranked in query.lists.values() for pair in ranked]
+    sides = {"i2t": (0,), "t2i": (1,)}.get(query.group, (0, 1))
+    for side in sides:
+        if pairs and all(pair[side] == pairs[0][side] for pair in pairs):
+            return side, pairs[0][side]
+    return None
+
+
+@dataclass
+class Neighbourhood:
+    """What the verdicts on alike queries and alike targets say, for `neighbour`, `sibling`.
+
+    Two queries are alike as far as the annotators' top `NEIGHBOUR_DEPTH` targets overlap
+    (Jaccard): two near-duplicate images get the same captions proposed. Two targets are
+    alike as far as the queries that rank them there overlap. A pair's `neighbour` evidence
+    is the likeness of the most alike other query judged with the same target, once with a
+    positive verdict and once with a negative one; its `sibling` evidence the likeness of
+    the most alike other target judged for the same query, the same two ways. A pair's own
+    verdict is never its evidence.
+    """
+
+    near: dict[tuple[int, int], frozenset[int]]  # (side, query item) → its top targets
+    audience: dict[tuple[int, int], frozenset[int]]  # (side, target) → query items ranking it
+    by_target: dict[tuple[int, int], list[tuple[int, bool]]]  # → (query item, positive)
+    by_query: dict[tuple[int, int], list[tuple[int, bool]]]  # (side, item) → (target, positive)
+    likeness: dict[tuple[str, int, int, int], float]
+
+    @classmethod
+    def build(
+        cls, queries: Sequence[QueryRankings], outcomes: Mapping[Pair, bool]
+    ) -> Neighbourhood:
+        near: dict[tuple[int, int], frozenset[int]] = {}
+        for query in queries:
+            anchor = query_anchor(query)
+            if anchor is not None:
+                side = anchor[0]
+                top = (p[1 - side] for r in query.lists.values() for p in r[:NEIGHBOUR_DEPTH])
+                near[anchor] = frozenset(top)
+        audience: dict[tuple[int, int], set[int]] = {}
+        for (side, item), targets in near.items():
+            for target in targets:
+                audience.setdefault((side, target), set()).add(item)
+        by_target: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+        by_query: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+        for pair, positive in outcomes.items():
+            for side in (0, 1):
+                if (side, pair[side]) in near:
+                    by_target.setdefault((side, pair[1 - side]), []).append((pair[side], positive))
+                    by_query.setdefault((side, pair[side]), []).append((pair[1 - side], positive))
+        frozen = {key: frozenset(items) for key, items in audience.items()}
+        return cls(near, frozen, by_target, by_query, {})
+
+    def _alike(self, kind: str, side: int, first: int, second: int) -> float:
+        key = (kind, side, min(first, second), max(first, second))
+        if key not in self.likeness:
+            sets = self.near if kind == "query" else self.audience
+            a, b = sets.get((side, first), frozenset()), sets.get((side, second), frozenset())
+            self.likeness[key] = len(a & b) / len(a | b) if a or b else 0.0
+        return self.likeness[key]
+
+    def columns(self, query: QueryRankings, pairs: Sequence[Pair], kind: str) -> np.ndarray:
+        """(pairs × 2): the most alike other query (`kind` "query") or other target
+        ("target") judged with this pair's target or query: its likeness with a YES, a NO."""
+        evidence = np.zeros((len(pairs), 2))
+        anchor = query_anchor(query)
+        if anchor is None:
+            return evidence
+        side, item = anchor
+        for row, pair in enumerate(pairs):
+            target = pair[1 - side]
+            mine, others = (
+                (item, self.by_target.get((side, target), ()))
+                if kind == "query"
+                else (target, self.by_query.get(anchor, ()))
+            )
+            for other, positive in others:
+                if other != mine:
+                    value = self._alike(kind, side, mine, other)
+                    column = 0 if positive else 1
+                    evidence[row, column] = max(evidence[row, column], value)
+        return evidence
+
+
 def feature_blocks(
-    ranks: np.ndarray, scores: np.ndarray, query_yield: np.ndarray, groups: Sequence[str]
+    ranks: np.ndarray,
+    scores: np.ndarray,
+    query_yield: np.ndarray,
+    groups: Sequence[str],
+    evidence: Mapping[str, np.ndarray] | None = None,
 ) -> np.ndarray:
     """The feature rows of pairs from their ranks, scores and query yield, group by group.
 
@@ -105,7 +203,9 @@ def feature_blocks(
     the list (0 when unranked) and the gap to the list's best (1 when unranked); `share`:
     the share of annotators that rank it; `agreement`: the share that put it in their top
     `AGREEMENT_K`; `yield`: the query's yield, and it times the best 1/√rank, so that a rich
-    query lifts its top ranks more than its deep ones. An unranked pair's row has ranks 0.
+    query lifts its top ranks more than its deep ones; `neighbour` and `sibling`: the two
+    columns each of `Neighbourhood.columns` (`evidence` by group; zeros when not given).
+    An unranked pair's row has ranks 0.
     """
     n = max(ranks.shape[1], 1)
     inverse = np.where(ranks > 0, np.maximum(ranks, 1) ** -0.5, 0.0)
@@ -126,6 +226,9 @@ def feature_blocks(
         elif group == "yield":
             best = inverse.max(axis=1, initial=0.0)
             blocks.append(np.stack([query_yield, query_yield * best], axis=1))
+        elif group in EVIDENCE_KINDS:
+            given = (evidence or {}).get(group)
+            blocks.append(np.zeros((len(ranks), 2)) if given is None else given)
         else:
             raise ValueError(f"unknown feature group {group!r} (known: {FEATURE_GROUPS_ALL})")
     return np.hstack(blocks) if blocks else np.zeros((len(ranks), 0))
@@ -136,6 +239,7 @@ def query_features(
     annotators: Sequence[int],
     outcomes: Mapping[Pair, bool],
     groups: Sequence[str] | None = None,
+    neighbourhood: Neighbourhood | None = None,
 ) -> tuple[list[Pair], np.ndarray, np.ndarray]:
     """The features (`feature_blocks`) of every pair some annotator ranks for this query.
 
@@ -145,7 +249,11 @@ def query_features(
     judged = np.array([pair in outcomes for pair in pairs], dtype=bool)
     answers = np.array([bool(outcomes.get(pair, False)) for pair in pairs], dtype=float)
     groups = FEATURE_GROUPS if groups is None else groups
-    rows = feature_blocks(ranks, scores, query_yields(judged, answers), groups)
+    evidence = {}
+    for group in set(groups) & set(EVIDENCE_KINDS):
+        neighbourhood = neighbourhood or Neighbourhood.build([query], outcomes)
+        evidence[group] = neighbourhood.columns(query, pairs, EVIDENCE_KINDS[group])
+    rows = feature_blocks(ranks, scores, query_yields(judged, answers), groups, evidence)
     return pairs, rows, judged
 
 
@@ -177,8 +285,10 @@ def group_model(
     train_x: list[np.ndarray] = []
     train_y: list[float] = []
     yields: dict[int, float] = {}
+    wanted = set(groups) & set(EVIDENCE_KINDS)
+    neighbourhood = Neighbourhood.build(queries, outcomes) if wanted else None
     for query in queries:
-        pairs, matrix, judged = query_features(query, annotators, outcomes, groups)
+        pairs, matrix, judged = query_features(query, annotators, outcomes, groups, neighbourhood)
         answers = [float(outcomes[pair]) for pair, seen in zip(pairs, judged, strict=True) if seen]
         yields[query.query_id] = (1 + sum(answers)) / (2 + len(answers))
         train_x.append(matrix[judged])
