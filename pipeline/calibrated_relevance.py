@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
 from annotation.models import CalibratedRelevanceModel, Dataset
 from mitl.formats.positives import parse_cxc_sits
 from mitl.relevance.calibrated import (
@@ -32,8 +30,9 @@ from mitl.relevance.calibration import (
     image_ratings,
     proxy_features,
 )
-from mitl.relevance.proxies import PROXIES, proxy_build, proxy_unavailable
+from mitl.relevance.proxies import PROXIES, proxy_unavailable
 from pipeline.relevance import DatasetCorpus
+from pipeline.relevance_calibration import proxies_build
 
 SITS_SCALE = 5.0  # CxC's SITS ratings run 0–5
 
@@ -63,15 +62,7 @@ def calibrated_train(
     used = model_proxies(proxies)
     if not used:
         raise RuntimeError("no vectorised proxy runs here to fit a calibrated model on")
-    built = {}
-    for name in used:
-        say(f"building {name} over {len(data.corpus.texts):,} captions")
-        built[name] = proxy_build(
-            name,
-            data.corpus.texts,
-            data.corpus.caption_images,
-            cache_dir=settings.RELEVANCE_CACHE_DIR,
-        )
+    built = proxies_build(used, data.corpus, say)
     features = proxy_features(ratings, data.corpus, built)
     singles = [correlation_row(name, values, ratings) for name, values in features.items()]
     context = CONTEXT_ENCODER in built

@@ -99,20 +99,12 @@ def calibration_report(
         sources.append(caption_ratings("sts", pairs, data.corpus, where=str(sts)))
     if not sources:
         return {}
-    built = {}
     for name in proxies:
         proxy_spec(name)  # an unknown name, or one that cannot run here, fails before any work
         missing = proxy_unavailable(name)
         if missing:
             raise RuntimeError(missing)
-    for name in proxies:
-        say(f"building {name} over {len(data.corpus.texts):,} captions")
-        built[name] = proxy_build(
-            name,
-            data.corpus.texts,
-            data.corpus.caption_images,
-            cache_dir=settings.RELEVANCE_CACHE_DIR,
-        )
+    built = proxies_build(proxies, data.corpus, say)
     report: dict[str, Any] = {}
     for ratings in sources:
         say(f"scoring {len(ratings.score):,} {ratings.source} pairs")
@@ -136,6 +128,18 @@ def calibration_report(
             "recommended": recommend(table),
         }
     return report
+
+
+def proxies_build(names: Sequence[str], corpus: CaptionCorpus, say: Say) -> dict[str, Any]:
+    """Build each named proxy over the corpus's captions (sentence embeddings through the
+    relevance cache), saying which one is being built."""
+    built: dict[str, Any] = {}
+    for name in names:
+        say(f"building {name} over {len(corpus.texts):,} captions")
+        built[name] = proxy_build(
+            name, corpus.texts, corpus.caption_images, cache_dir=settings.RELEVANCE_CACHE_DIR
+        )
+    return built
 
 
 def default_proxies() -> list[str]:
