@@ -22,6 +22,7 @@ from django.utils.timezone import now
 from rest_framework.authtoken.models import Token
 
 from annotation.models import (
+    CalibratedRelevanceModel,
     Caption,
     Embedding,
     Evaluation,
@@ -72,6 +73,13 @@ def every_table_filled(released_batch, annotators):
     ImportJob.objects.create(kind="dataset", params={"name": "more"})
     EvaluationJob.objects.create(release=release, model_name="queued", rankings_json=b'{"i2t": {}}')
     RelevanceCalibration.objects.create(dataset=released_batch.dataset, report={"sits": {}})
+    CalibratedRelevanceModel.objects.create(
+        dataset=released_batch.dataset,
+        version="0" * 16,
+        spec={"proxies": {"bow": 1}},
+        model=b"not a pickle",
+        figures={"pairs": 0},
+    )
     TaskLease.objects.create(
         key="import:1", task="annotation.run_import", args=[1], state="queued", queued_at=now()
     )
