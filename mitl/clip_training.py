@@ -1,6 +1,6 @@
 """Train a tiny open_clip model on a captions TSV and its image folder, on the CPU.
 
-The model is small enough to learn the synthetic dataset (`mitl.synthetic`) in about two minutes
+The model is small enough to learn the synthetic dataset (`mitl.synthetic`) in under a minute
 on two cores, so the demo can run a real image-text annotator with no downloaded weights. It
 is trained and evaluated on the same images: it shows that the pipeline works end to end, not
 that the model generalises.
