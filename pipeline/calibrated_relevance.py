@@ -23,16 +23,14 @@ from mitl.relevance.calibrated import (
     calibrated_unavailable,
 )
 from mitl.relevance.calibration import (
-    context_features,
     correlation_row,
-    coverage_features,
     fit_combination,
     image_ratings,
     proxy_features,
 )
 from mitl.relevance.proxies import PROXIES, proxy_unavailable
 from pipeline.relevance import DatasetCorpus
-from pipeline.relevance_calibration import proxies_build
+from pipeline.relevance_calibration import combination_extras, proxies_build
 
 SITS_SCALE = 5.0  # CxC's SITS ratings run 0–5
 
@@ -66,10 +64,7 @@ def calibrated_train(
     features = proxy_features(ratings, data.corpus, built)
     singles = [correlation_row(name, values, ratings) for name, values in features.items()]
     context = CONTEXT_ENCODER in built
-    if context:
-        vectors = built[CONTEXT_ENCODER].vectors  # type: ignore[attr-defined]
-        features.update(context_features(ratings, data.corpus, vectors))
-    features.update(coverage_features(ratings, data.corpus))
+    features.update(combination_extras(ratings, data.corpus, built))
     say(f"scoring the combination out of fold on {len(ratings.score):,} SITS pairs")
     predicted = fit_combination(features, ratings)
     say("fitting the calibrated model on every pair")

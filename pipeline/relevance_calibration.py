@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 from annotation.models import AssignmentStatus, Dataset, Judgement, RelevanceCalibration
@@ -18,6 +19,7 @@ from mitl.annotators.encoders import DEFAULT_ENCODER
 from mitl.formats.common import ImportFileError
 from mitl.formats.positives import parse_cxc_sits, parse_cxc_sts
 from mitl.judgements import Level
+from mitl.relevance.calibrated import CONTEXT_ENCODER
 from mitl.relevance.calibration import (
     COMBINATION,
     Ratings,
@@ -110,11 +112,8 @@ def calibration_report(
         say(f"scoring {len(ratings.score):,} {ratings.source} pairs")
         features = proxy_features(ratings, data.corpus, built)
         table = correlation_table(features, ratings)
-        if "minilm" in built:  # the combination also reads how alike the images' captions are
-            vectors = built["minilm"].vectors  # type: ignore[attr-defined]
-            features.update(context_features(ratings, data.corpus, vectors))
-        if combination:  # and the words of the image's captions taken together
-            features.update(coverage_features(ratings, data.corpus))
+        if combination:
+            features.update(combination_extras(ratings, data.corpus, built))
         if combination and len(features) > 1:
             say(f"fitting the combination on {ratings.source} (folds by image)")
             predicted = fit_combination(features, ratings)
@@ -140,6 +139,20 @@ def proxies_build(names: Sequence[str], corpus: CaptionCorpus, say: Say) -> dict
             name, corpus.texts, corpus.caption_images, cache_dir=settings.RELEVANCE_CACHE_DIR
         )
     return built
+
+
+def combination_extras(
+    ratings: Ratings, corpus: CaptionCorpus, built: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    """The features the combination reads beyond the proxies' own: how alike the images'
+    captions are (`context_features`, when the context encoder was built) and the words of
+    the image's captions taken together (`coverage_features`)."""
+    extras: dict[str, np.ndarray] = {}
+    if CONTEXT_ENCODER in built:
+        vectors = built[CONTEXT_ENCODER].vectors
+        extras.update(context_features(ratings, corpus, vectors))
+    extras.update(coverage_features(ratings, corpus))
+    return extras
 
 
 def default_proxies() -> list[str]:
