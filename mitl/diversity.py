@@ -16,7 +16,7 @@ computed on those top lists, as follows.
   did not keep it ("beyond depth"); the share of such queries is reported next to the mean,
   since the mean is then only a lower bound of the full-ranking value.
 
-Pure Python (scipy for tau): no Django import.
+Pure Python and numpy (scipy for long lists' tau): no Django import.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations, permutations
+from itertools import chain, combinations, permutations
 from typing import Any
+
+import numpy as np
 
 from mitl.rank_correlation import kendall_tau_b
 
@@ -86,13 +88,13 @@ def top1_rank_stats(rankings_a: Rankings, rankings_b: Rankings) -> Top1RankStats
         ranking_b = rankings_b.get(query)
         if not ranking_a or not ranking_b:
             continue
-        positions = _positions(ranking_b, f"ranking B of query {query!r}")
-        position = positions.get(ranking_a[0])
-        if position is None:
+        if len(set(ranking_b)) != len(ranking_b):  # a repeat: raise, naming it
+            _positions(ranking_b, f"ranking B of query {query!r}")
+        if ranking_a[0] in ranking_b:
+            ranks.append(ranking_b.index(ranking_a[0]) + 1)
+        else:
             beyond += 1
             ranks.append(len(ranking_b) + 1)
-        else:
-            ranks.append(position + 1)
     mean = sum(ranks) / len(ranks) if ranks else math.nan
     return Top1RankStats(mean_rank=mean, queries=len(ranks), beyond_depth=beyond)
 
@@ -102,19 +104,76 @@ def mean_rank_of_top1(rankings_a: Rankings, rankings_b: Rankings) -> float:
     return top1_rank_stats(rankings_a, rankings_b).mean_rank
 
 
+def kendall_taus(lists_a: Sequence[Ranking], lists_b: Sequence[Ranking]) -> list[float]:
+    """Return `kendall_tau(a, b)` for every pair of lists, equal to it value for value.
+
+    Pairs whose two lists are as long as the longest list and hold no target twice (a
+    batch's rankings: every list as deep as the others) are computed together in numpy, a
+    chunk of rows at a time; any other pair goes to `kendall_tau`, which also raises for a
+    repeated target. The pipeline computes tens of thousands of these per batch.
+    """
+    if len(lists_a) != len(lists_b):
+        raise ValueError(f"{len(lists_a)} lists against {len(lists_b)}")
+    taus = [math.nan] * len(lists_a)
+    depth = max(map(len, chain(lists_a, lists_b)), default=0)
+    regular = [
+        row
+        for row, (a, b) in enumerate(zip(lists_a, lists_b, strict=True))
+        if len(a) == depth and len(b) == depth
+    ]
+    for start in range(0, len(regular) if depth >= 2 else 0, _TAU_CHUNK):
+        rows = regular[start : start + _TAU_CHUNK]
+        a = np.array([lists_a[row] for row in rows], dtype=np.int64)
+        b = np.array([lists_b[row] for row in rows], dtype=np.int64)
+        chunk = _union_taus(a, b)
+        for row, tau in zip(rows, chunk.tolist(), strict=True):
+            taus[row] = tau
+    done = set(regular) if depth >= 2 else set()
+    for row, (a, b) in enumerate(zip(lists_a, lists_b, strict=True)):
+        if row not in done or math.isnan(taus[row]):
+            taus[row] = kendall_tau(a, b)  # irregular, a repeat (raises), or undefined
+    return taus
+
+
+_TAU_CHUNK = 2048  # rows per numpy pass: (rows x depth x depth) comparisons, a few MiB
+
+
+def _union_taus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """tau-b per row of two (rows x depth) target matrices over each row's union, as
+    `kendall_tau` computes it (NaN: a row that holds a target twice, left to it).
+
+    With lists of equal depth d the union's x (positions in a) are 0..d-1, then d for the m
+    targets only b holds (tied); its y (positions in b) are distinct but for a's m targets
+    that b lacks (tied at d). So the untied pairs are known in closed form, and only the
+    signs of y need comparing: within a's targets, and between them and b's own.
+    """
+    depth = a.shape[1]
+    same = a[:, :, None] == b[:, None, :]  # same[r, i, j]: a's i-th is b's j-th
+    y_of_a = np.where(same.any(axis=2), same.argmax(axis=2), depth).astype(np.int16)
+    b_only = ~same.any(axis=1)  # b's targets missing from a, at y = their position
+    first, second = np.triu_indices(depth, k=1)
+    # x falls along a's list, so a pair agrees when y falls too: -sign(y_i - y_j).
+    within_a = np.sign(y_of_a[:, first] - y_of_a[:, second]).sum(axis=1, dtype=np.int64)
+    positions = np.arange(depth, dtype=np.int16)
+    to_b_only = np.sign(y_of_a[:, :, None] - positions[None, None, :]) * b_only[:, None, :]
+    concordance = -within_a - to_b_only.sum(axis=(1, 2), dtype=np.int64)
+    only = b_only.sum(axis=1, dtype=np.int64)
+    union = depth + only
+    untied_x = depth * (depth - 1) // 2 + depth * only
+    untied_y = union * (union - 1) // 2 - only * (only - 1) // 2
+    taus = concordance / np.sqrt(untied_x * untied_y)
+    repeats = (np.diff(np.sort(a, axis=1), axis=1) == 0).any(axis=1)
+    repeats |= (np.diff(np.sort(b, axis=1), axis=1) == 0).any(axis=1)
+    taus[repeats] = np.nan
+    return taus
+
+
 def _mean_tau(rankings_a: Rankings, rankings_b: Rankings) -> tuple[float | None, int, int]:
     """Return (mean tau or None, queries with a defined tau, queries where tau is undefined)."""
-    taus: list[float] = []
-    undefined = 0
-    for query, ranking_a in rankings_a.items():
-        ranking_b = rankings_b.get(query)
-        if ranking_b is None:
-            continue
-        tau = kendall_tau(ranking_a, ranking_b)
-        if math.isnan(tau):
-            undefined += 1
-        else:
-            taus.append(tau)
+    common = [query for query in rankings_a if query in rankings_b]
+    every = kendall_taus([rankings_a[q] for q in common], [rankings_b[q] for q in common])
+    taus = [tau for tau in every if not math.isnan(tau)]
+    undefined = len(every) - len(taus)
     return (sum(taus) / len(taus) if taus else None), len(taus), undefined
 
 

@@ -12,6 +12,7 @@ from scipy import stats
 from mitl.diversity import (
     diversity_report,
     kendall_tau,
+    kendall_taus,
     mean_rank_of_top1,
     top1_rank_stats,
 )
@@ -58,6 +59,48 @@ def test_tau_is_undefined_without_pairs_to_compare() -> None:
 def test_tau_rejects_a_repeated_target() -> None:
     with pytest.raises(ValueError, match="twice"):
         kendall_tau([1, 2, 1], [1, 2])
+    with pytest.raises(ValueError, match="ranking B of query 7 ranks target 4 twice"):
+        top1_rank_stats({7: [4, 5]}, {7: [4, 3, 4]})
+
+
+def _ranking_pairs(seed: int, count: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Pairs of top lists as a batch holds them, with every shape the batch path must leave
+    to `kendall_tau`: mostly 25 deep (some identical, some reversed, overlaps of every
+    size), and a few shorter, empty or single lists."""
+    rng = np.random.default_rng(seed)
+    lists_a, lists_b = [], []
+    for _ in range(count):
+        depth = int(rng.choice([25] * 12 + [0, 1, 2, 7, 24]))
+        pool = rng.permutation(int(rng.integers(max(depth, 1), 70)))
+        a = pool[:depth].tolist()
+        shape = rng.random()
+        if shape < 0.05:
+            b = list(a)
+        elif shape < 0.1:
+            b = a[::-1]
+        else:
+            b = rng.permutation(pool)[: depth - (shape > 0.9)].tolist()
+        lists_a.append(a)
+        lists_b.append(b)
+    return lists_a, lists_b
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_batch_taus_equal_one_by_one_taus_exactly(seed: int) -> None:
+    lists_a, lists_b = _ranking_pairs(seed, 3000)
+    expected = [kendall_tau(a, b) for a, b in zip(lists_a, lists_b, strict=True)]
+    got = kendall_taus(lists_a, lists_b)
+    assert len(got) == len(expected)
+    assert sum(math.isnan(tau) for tau in expected) > 10  # undefined ones are covered
+    for one_by_one, batch in zip(expected, got, strict=True):
+        assert batch == one_by_one or (math.isnan(batch) and math.isnan(one_by_one))
+
+
+def test_batch_taus_reject_a_repeated_target_as_one_by_one_does() -> None:
+    regular = list(range(25))
+    repeated = [*range(24), 3]
+    with pytest.raises(ValueError, match="rank_b ranks target 3 twice"):
+        kendall_taus([regular, regular], [regular, repeated])
 
 
 def test_mean_rank_of_top1_counts_beyond_depth_as_length_plus_one() -> None:
