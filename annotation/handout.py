@@ -39,7 +39,7 @@ from .models import (
     Worker,
     WorkerSource,
 )
-from .prepared import Prepared, update_query
+from .prepared import Prepared, objects_insert, update_query
 from .qualification.attempts import batches_closed_to, qualification_gates, qualification_missing
 
 # Work that holds (or used) one of a HIT's slots; rejected and expired work frees its slot.
@@ -193,7 +193,7 @@ def _active_count(hit: HIT) -> int:
 
 def _assign(hit: HIT, worker: Worker, now: datetime, active: int) -> Assignment:
     """Create the assignment and set the slot hint; the caller holds the HIT's lock."""
-    assignment = Assignment.objects.create(
+    assignment = Assignment(
         hit=hit,
         worker=worker,
         deadline=_deadline(hit, now),
@@ -201,6 +201,7 @@ def _assign(hit: HIT, worker: Worker, now: datetime, active: int) -> Assignment:
         # The version shown with this work, for good: a later version never changes it.
         instructions_id=instructions_current_id(batch_id=hit.batch_id),
     )
+    objects_insert([assignment])  # as `create` would, through SQL built once
     _SLOT_HINT_SET.execute(hit.pk, active + 1)
     return assignment
 

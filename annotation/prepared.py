@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Model, QuerySet
 from django.db.models.query import get_related_populators
 from django.db.models.sql import Query, UpdateQuery
@@ -28,7 +28,6 @@ from django.db.models.sql import Query, UpdateQuery
 # Stand-ins for the parameters while compiling: whole numbers that fit a 32-bit column
 # (the ORM refuses larger ones for an integer lookup) and no row or constant ever holds.
 _STAND_IN = 2_000_000_000
-M = TypeVar("M", bound=Model)
 
 
 @dataclass(frozen=True)
@@ -139,19 +138,114 @@ def _converted(row: Sequence[Any], converters: tuple[Any, ...]) -> tuple[Any, ..
     return tuple(values)
 
 
+def objects_insert(objects: Sequence[Model]) -> None:
+    """Insert new instances of one model in one statement and set their ids, as
+    `bulk_create` does, with SQL built once per model and row count (the ORM's insert
+    compiler prepares every value of every row through the field: a tenth of a
+    submission's time for its 18 judgements). Values are prepared as `save` prepares
+    them (`auto_now_add` filled in). Where the database cannot return the new ids of a
+    multi-row INSERT, `bulk_create` does it."""
+    if not objects:
+        return
+    model = type(objects[0])
+    fields = [f for f in model._meta.concrete_fields if f is not model._meta.auto_field]
+    if not _plainly_inserted(fields, len(objects)):
+        model._default_manager.bulk_create(objects)
+        return
+    params = [
+        _db_value(field, field.pre_save(instance, True)) for instance in objects for field in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(model, fields, len(objects)), params)
+        ids = cursor.fetchall()
+    for instance, (pk,) in zip(objects, ids, strict=True):
+        instance.pk = pk
+        instance._state.adding = False
+        instance._state.db = connection.alias
+
+
+def _plainly_inserted(fields: Sequence[Any], n_rows: int) -> bool:
+    """Whether one INSERT of these values, returning the new ids, does what `bulk_create`
+    does: no value the database fills in itself, and few enough parameters."""
+    features = connection.features
+    limit = features.max_query_params
+    return (
+        features.can_return_rows_from_bulk_insert
+        and (limit is None or len(fields) * n_rows <= limit)
+        and not any(field.has_db_default() or field.generated for field in fields)
+    )
+
+
+# Columns whose value, when it is already of the Python type given here (or None), goes to
+# the database as it is on every backend: preparing it through the field changes nothing.
+_PLAIN_TYPES = {
+    "AutoField": int,
+    "BigAutoField": int,
+    "BigIntegerField": int,
+    "BooleanField": bool,
+    "CharField": str,
+    "ForeignKey": int,
+    "IntegerField": int,
+    "PositiveBigIntegerField": int,
+    "PositiveIntegerField": int,
+    "PositiveSmallIntegerField": int,
+    "SmallIntegerField": int,
+    "TextField": str,
+}
+
+
+def _db_value(field: Any, value: Any) -> Any:
+    """A value as `save` hands it to the database (`get_db_prep_save`)."""
+    if value is None or type(value) is _PLAIN_TYPES.get(field.get_internal_type()):
+        return value
+    return field.get_db_prep_save(value, connection)
+
+
+_UPDATES: dict[tuple[str, str, type[Model], tuple[str, ...]], str] = {}
+
+
+def fields_update(instance: Model, names: Sequence[str]) -> None:
+    """`instance.save(update_fields=names)`, through SQL built once per model and fields.
+
+    Only for fields that `save` would not change itself (no `auto_now`), on a model that
+    nothing listens to the saves of (no signal receivers: none are sent).
+    """
+    model = type(instance)
+    fields = [model._meta.get_field(name) for name in names]
+    key = (connection.alias, connection.vendor, model, tuple(names))
+    if key not in _UPDATES:
+        quote = connection.ops.quote_name
+        _UPDATES[key] = (
+            f"UPDATE {quote(model._meta.db_table)} SET "
+            f"{', '.join(f'{quote(field.column)} = %s' for field in fields)} "
+            f"WHERE {quote(model._meta.pk.column)} = %s"
+        )
+    params = [_db_value(field, getattr(instance, field.attname)) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(_UPDATES[key], [*params, _db_value(model._meta.pk, instance.pk)])
+        if cursor.rowcount == 0:  # as `save` says it
+            raise DatabaseError("Save with update_fields did not affect any rows.")
+
+
+_INSERTS: dict[tuple[str, str, type[Model], int], str] = {}
+
+
+def _insert_sql(model: type[Model], fields: Sequence[Any], n_rows: int) -> str:
+    key = (connection.alias, connection.vendor, model, n_rows)
+    if key not in _INSERTS:
+        quote = connection.ops.quote_name
+        row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        _INSERTS[key] = (
+            f"INSERT INTO {quote(model._meta.db_table)} "
+            f"({', '.join(quote(field.column) for field in fields)}) "
+            f"VALUES {', '.join([row] * n_rows)} "
+            f"RETURNING {quote(model._meta.pk.column)}"
+        )
+    return _INSERTS[key]
+
+
 def update_query(queryset: QuerySet[Any], **values: Any) -> Query:
     """The UPDATE that `queryset.update(**values)` sends, to prepare (`Prepared.execute`)."""
     query = queryset.query.chain(UpdateQuery)
     query.add_update_values(values)
     return query
-
-
-def field_names(model: type[Model], *, leave_out: Sequence[str] = ()) -> list[str]:
-    """The attribute names of a model's stored columns, in its fields' order."""
-    return [f.attname for f in model._meta.concrete_fields if f.name not in leave_out]
-
-
-def model_from_row(model: type[M], names: Sequence[str], values: Sequence[Any]) -> M:
-    """A model instance of a row's values, as the ORM makes it (`Model.from_db`); the
-    columns `names` leaves out are deferred: read on first use."""
-    return model.from_db(connection.alias, names, values)

@@ -38,7 +38,7 @@ from .models import (
     Worker,
 )
 from .pages import page_items
-from .prepared import Prepared
+from .prepared import Prepared, objects_insert
 from .review import assignment_golden_misses, golden_policy_apply
 
 MAX_ELAPSED_MS = 24 * 3600 * 1000  # a day: anything longer is a broken client clock
@@ -230,7 +230,7 @@ def _submit_locked(
         if by_page:
             answers = _answers_by_item(answers, [row[0] for row in shown])
         judgements = _build_judgements(locked, items, answers, followups_required)
-        Judgement.objects.bulk_create(judgements)
+        objects_insert(judgements)
         # In page order, as `review.assignment_golden_misses` reads them for MTurk's sync.
         # Suspended goldens (annotation.goldens) are answered but no longer checked.
         answered = [
