@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError, connection
-from django.db.models import Model, QuerySet
+from django.db.models import Field, Model, QuerySet
 from django.db.models.query import get_related_populators
 from django.db.models.sql import Query, UpdateQuery
 
@@ -152,8 +152,9 @@ def objects_insert(objects: Sequence[Model]) -> None:
     if not _plainly_inserted(fields, len(objects)):
         model._default_manager.bulk_create(objects)
         return
+    columns = _columns(model, fields)
     params = [
-        _db_value(field, field.pre_save(instance, True)) for instance in objects for field in fields
+        _db_value(column, column.value(instance)) for instance in objects for column in columns
     ]
     with connection.cursor() as cursor:
         cursor.execute(_insert_sql(model, fields, len(objects)), params)
@@ -194,11 +195,42 @@ _PLAIN_TYPES = {
 }
 
 
-def _db_value(field: Any, value: Any) -> Any:
+@dataclass(frozen=True)
+class _Column:
+    """How one field's value goes into an INSERT or UPDATE (worked out once per model)."""
+
+    field: Any
+    plain: type | None  # a value of exactly this type goes as it is (_PLAIN_TYPES)
+    fills_in: bool  # the field sets its own value on insert (`pre_save`: auto_now_add, files)
+
+    def value(self, instance: Model) -> Any:
+        if self.fills_in:
+            return self.field.pre_save(instance, True)
+        return getattr(instance, self.field.attname)
+
+
+_COLUMNS: dict[tuple[type[Model], tuple[str, ...]], list[_Column]] = {}
+
+
+def _columns(model: type[Model], fields: Sequence[Any]) -> list[_Column]:
+    key = (model, tuple(field.name for field in fields))
+    if key not in _COLUMNS:
+        _COLUMNS[key] = [
+            _Column(
+                field=field,
+                plain=_PLAIN_TYPES.get(field.get_internal_type()),
+                fills_in=type(field).pre_save is not Field.pre_save,
+            )
+            for field in fields
+        ]
+    return _COLUMNS[key]
+
+
+def _db_value(column: _Column, value: Any) -> Any:
     """A value as `save` hands it to the database (`get_db_prep_save`)."""
-    if value is None or type(value) is _PLAIN_TYPES.get(field.get_internal_type()):
+    if value is None or type(value) is column.plain:
         return value
-    return field.get_db_prep_save(value, connection)
+    return column.field.get_db_prep_save(value, connection)
 
 
 _UPDATES: dict[tuple[str, str, type[Model], tuple[str, ...]], str] = {}
@@ -220,9 +252,11 @@ def fields_update(instance: Model, names: Sequence[str]) -> None:
             f"{', '.join(f'{quote(field.column)} = %s' for field in fields)} "
             f"WHERE {quote(model._meta.pk.column)} = %s"
         )
-    params = [_db_value(field, getattr(instance, field.attname)) for field in fields]
+    columns = _columns(model, [*fields, model._meta.pk])
+    values = [getattr(instance, column.field.attname) for column in columns]
+    params = [_db_value(column, value) for column, value in zip(columns, values, strict=True)]
     with connection.cursor() as cursor:
-        cursor.execute(_UPDATES[key], [*params, _db_value(model._meta.pk, instance.pk)])
+        cursor.execute(_UPDATES[key], params)
         if cursor.rowcount == 0:  # as `save` says it
             raise DatabaseError("Save with update_fields did not affect any rows.")
 
