@@ -7,6 +7,17 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 
+from .prepared import Prepared
+
+
+def _user_with_worker(user_id: Any) -> Any:
+    users = get_user_model()._default_manager.select_related("worker")
+    return users.filter(pk=user_id).order_by("pk")[:1]  # as `.first()` reads it
+
+
+# Every request of a logged-in account reads it: built once (annotation.prepared).
+_USER_WITH_WORKER = Prepared(_user_with_worker, 1)
+
 
 class WorkerAwareBackend(ModelBackend):
     """Django's model backend, whose per-request user lookup also fetches `user.worker`.
@@ -17,6 +28,9 @@ class WorkerAwareBackend(ModelBackend):
     """
 
     def get_user(self, user_id: Any) -> Any:
-        users = get_user_model()._default_manager.select_related("worker")
-        user = users.filter(pk=user_id).first()
+        if isinstance(user_id, int) and not isinstance(user_id, bool):
+            found = _USER_WITH_WORKER.objects(user_id)
+        else:  # not a whole number (another user model's key): the ORM reads it
+            found = list(_user_with_worker(user_id))
+        user = found[0] if found else None
         return user if user is not None and self.user_can_authenticate(user) else None

@@ -20,7 +20,7 @@ from collections.abc import Collection
 from datetime import datetime
 
 import numpy as np
-from django.db.models import Max, Q
+from django.db.models import Max, Q, QuerySet
 
 from mitl.config import BatchConfig, batch_config
 from mitl.hits import GoldenPool, NegativeSource, PackingError, Role, golden_replacement
@@ -54,6 +54,7 @@ from .models import (
     golden_checked,
     mturk_unconfirmed,
 )
+from .prepared import Prepared
 
 # What a worker whose automatic rejection is withdrawn reads.
 REJECTION_WITHDRAWN = (
@@ -86,14 +87,7 @@ def goldens_suspend_failed(
     if config.golden_suspend_after == 0:  # 0 never suspends: nothing to count
         return []
     sheets: dict[int, list[tuple[int, str, Level]]] = defaultdict(list)
-    rows = (
-        Judgement.objects.filter(
-            item__in=goldens_in_force(hit_id), assignment__submitted_at__isnull=False
-        )
-        .exclude(mturk_unconfirmed("assignment__"))
-        .values_list("assignment__worker_id", "item_id", "item__role", "level")
-    )
-    for worker_id, item_id, role, level in rows:
+    for worker_id, item_id, role, level in _GOLDEN_ANSWERS.rows(hit_id):
         sheets[worker_id].append((item_id, role, Level(level)))
     suspended = goldens_to_suspend(sheets, threshold=config.golden_suspend_after)
     if not suspended:
@@ -103,6 +97,22 @@ def goldens_suspend_failed(
     items = list(HITItem.objects.filter(pk__in=suspended).order_by("position"))
     goldens_replace(hit=hit, items=items, config=config)
     return items
+
+
+def _golden_answers(hit_id: int) -> QuerySet[Judgement]:
+    """Each worker's answers to the HIT's goldens in force, of work submitted and not
+    waiting for MTurk's confirmation."""
+    return (
+        Judgement.objects.filter(
+            item__in=goldens_in_force(hit_id), assignment__submitted_at__isnull=False
+        )
+        .exclude(mturk_unconfirmed("assignment__"))
+        .values_list("assignment__worker_id", "item_id", "item__role", "level")
+    )
+
+
+# Read after every submission that misses a golden: built once (annotation.prepared).
+_GOLDEN_ANSWERS = Prepared(_golden_answers, 1)
 
 
 def goldens_replace(*, hit: HIT, items: list[HITItem], config: BatchConfig) -> list[HITItem]:

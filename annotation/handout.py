@@ -14,9 +14,11 @@ PostgreSQL kills one of them as a deadlock; see `hits_lock`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
+from functools import partial
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
@@ -37,6 +39,7 @@ from .models import (
     Worker,
     WorkerSource,
 )
+from .prepared import Prepared, objects_insert, update_query
 from .qualification.attempts import batches_closed_to, qualification_gates, qualification_missing
 
 # Work that holds (or used) one of a HIT's slots; rejected and expired work frees its slot.
@@ -184,12 +187,13 @@ def assignment_create(
 
 
 def _active_count(hit: HIT) -> int:
-    return Assignment.objects.filter(hit=hit, status__in=ACTIVE_STATUSES).count()
+    counted = _ACTIVE_COUNT.rows(hit.pk)  # no row: none
+    return counted[0][0] if counted else 0
 
 
 def _assign(hit: HIT, worker: Worker, now: datetime, active: int) -> Assignment:
     """Create the assignment and set the slot hint; the caller holds the HIT's lock."""
-    assignment = Assignment.objects.create(
+    assignment = Assignment(
         hit=hit,
         worker=worker,
         deadline=_deadline(hit, now),
@@ -197,7 +201,8 @@ def _assign(hit: HIT, worker: Worker, now: datetime, active: int) -> Assignment:
         # The version shown with this work, for good: a later version never changes it.
         instructions_id=instructions_current_id(batch_id=hit.batch_id),
     )
-    HIT.objects.filter(pk=hit.pk).update(active_assignments=active + 1)
+    objects_insert([assignment])  # as `create` would, through SQL built once
+    _SLOT_HINT_SET.execute(hit.pk, active + 1)
     return assignment
 
 
@@ -219,25 +224,14 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
     if worker.is_blocked:
         raise ServiceError("your account is blocked from taking new HITs")
     now = now or timezone.now()
-    free = (
-        HIT.objects.filter(
-            batch__state=BatchState.ANNOTATING,
-            batch__paused_at__isnull=True,  # staff paused the hand-out (annotation.pause)
-            active_assignments__lt=F("max_assignments"),
-            external_id__isnull=True,  # a HIT published on MTurk is MTurk's to hand out
-        )
-        .exclude(assignments__worker=worker)
-        .order_by("batch_id", "index")
-    )
-    if qualification_gates(worker):
-        free = free.exclude(batch_id__in=batches_closed_to(worker=worker))
+    free = _Candidates(worker_id=worker.pk, gated=qualification_gates(worker))
     swept = False  # other workers' overdue work is expired only when nothing looks free
     for _ in range(_NEXT_HIT_TRIES):
         outcome = _try_assign(worker, free, now)
         if isinstance(outcome, Assignment):
             return outcome
         if isinstance(outcome, int):  # that batch's budget is spent: look elsewhere
-            free = free.exclude(batch_id=outcome)
+            free.spent.append(outcome)
             continue
         if outcome is _Miss.NOTHING_FREE:
             if swept:
@@ -248,12 +242,89 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
     return None
 
 
+def _free_hits(
+    worker_id: int, *, gated: bool, skip_locked: bool, spent: Sequence[int] = ()
+) -> QuerySet[HIT]:
+    """The first HIT with a free slot for the worker, locked, with its batch (see
+    `hit_assign_next`); `gated`: leave out batches whose qualification round it lacks."""
+    free = (
+        HIT.objects.filter(
+            batch__state=BatchState.ANNOTATING,
+            batch__paused_at__isnull=True,  # staff paused the hand-out (annotation.pause)
+            active_assignments__lt=F("max_assignments"),
+            external_id__isnull=True,  # a HIT published on MTurk is MTurk's to hand out
+        )
+        .exclude(assignments__worker_id=worker_id)
+        .order_by("batch_id", "index")
+    )
+    if gated:
+        free = free.exclude(batch_id__in=batches_closed_to(worker_id=worker_id))
+    if spent:  # batches whose budget ran out during this request
+        free = free.exclude(batch_id__in=spent)
+    return (
+        free.select_for_update(skip_locked=skip_locked, of=("self",))
+        .select_related("batch")
+        .defer("batch__reports", "batch__mturk")  # can be large; not read here
+    )[:1]
+
+
+def _active_count_query(hit_id: int) -> QuerySet[Assignment]:
+    active = Assignment.objects.filter(hit_id=hit_id, status__in=ACTIVE_STATUSES).order_by()
+    return active.values("hit_id").annotate(n=Count("pk")).values_list("n")
+
+
+# The hand-out's statements, sent for every HIT: built once (annotation.prepared). The
+# free HIT's, by (gated, skip_locked).
+_FREE_HIT = {
+    (gated, skip): Prepared(partial(_free_hits, gated=gated, skip_locked=skip), 1)
+    for gated in (False, True)
+    for skip in (False, True)
+}
+_WORKER_LOCK = Prepared(
+    lambda worker_id: (
+        Worker.objects.select_for_update(no_key=True).filter(pk=worker_id).values_list("is_blocked")
+    ),
+    1,
+)
+_OPEN_WORK = Prepared(
+    lambda worker_id: Assignment.objects.filter(
+        worker_id=worker_id, status=AssignmentStatus.ACCEPTED
+    ).order_by("accepted_at")[:1],
+    1,
+)
+_ACTIVE_COUNT = Prepared(_active_count_query, 1)
+_SLOT_HINT_SET = Prepared(
+    lambda hit_id, active: update_query(HIT.objects.filter(pk=hit_id), active_assignments=active),
+    2,
+)
+
+
+@dataclass
+class _Candidates:
+    """Where a worker's next HIT is looked for, and the batches left out meanwhile."""
+
+    worker_id: int
+    gated: bool  # the platform checks the worker's qualification (qualification_gates)
+    spent: list[int] = field(default_factory=list)  # batches whose budget ran out
+
+    def first_locked(self, *, skip_locked: bool) -> HIT | None:
+        if self.spent:  # rare: the ORM builds this one
+            found = list(
+                _free_hits(
+                    self.worker_id, gated=self.gated, skip_locked=skip_locked, spent=self.spent
+                )
+            )
+        else:
+            found = _FREE_HIT[(self.gated, skip_locked)].objects(self.worker_id)
+        return found[0] if found else None
+
+
 class _Miss(Enum):
     NOTHING_FREE = "nothing free"
     FILLED = "filled meanwhile"
 
 
-def _try_assign(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignment | _Miss | int:
+def _try_assign(worker: Worker, free: _Candidates, now: datetime) -> Assignment | _Miss | int:
     """One attempt: the assignment, why none was made, or the id of a batch out of budget."""
     try:
         return _try_assign_once(worker, free, now)
@@ -261,20 +332,19 @@ def _try_assign(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignmen
         return spent.batch_id
 
 
-def _try_assign_once(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assignment | _Miss:
+def _try_assign_once(worker: Worker, free: _Candidates, now: datetime) -> Assignment | _Miss:
     skip_locked = connection.features.has_select_for_update_skip_locked
     with transaction.atomic():
         # One worker's own requests (a double click, two tabs) queue on its row, so the
         # second resumes the assignment the first one created instead of taking a HIT.
         # NO KEY UPDATE: inserting an assignment that points at the worker still works.
-        locked_worker = Worker.objects.select_for_update(no_key=True).get(pk=worker.pk)
-        if locked_worker.is_blocked:  # blocked since the caller loaded it
+        locked_worker = _WORKER_LOCK.rows(worker.pk)
+        if not locked_worker:
+            raise Worker.DoesNotExist("Worker matching query does not exist.")  # as .get()
+        if locked_worker[0][0]:  # blocked since the caller loaded it
             raise ServiceError("your account is blocked from taking new HITs")
-        current = (
-            Assignment.objects.filter(worker=worker, status=AssignmentStatus.ACCEPTED)
-            .order_by("accepted_at")
-            .first()
-        )
+        opened = _OPEN_WORK.objects(worker.pk)
+        current = opened[0] if opened else None
         if current is not None:
             if current.deadline is None or current.deadline >= now:
                 return current
@@ -283,11 +353,7 @@ def _try_assign_once(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assi
             hits_lock(hit_ids=[current.hit_id])
             Assignment.objects.filter(pk=current.pk).update(status=AssignmentStatus.EXPIRED)
             hits_recount_slots(hit_ids=[current.hit_id])
-        hit = (
-            free.select_for_update(skip_locked=skip_locked, of=("self",))
-            .select_related("batch")
-            .first()
-        )
+        hit = free.first_locked(skip_locked=skip_locked)
         if hit is None and skip_locked and current is not None:
             # We hold the expired HIT's row now: waiting for another HIT could be crosswise.
             return _Miss.FILLED  # the next try holds no HIT and may wait
@@ -295,14 +361,14 @@ def _try_assign_once(worker: Worker, free: QuerySet[HIT], now: datetime) -> Assi
             # Every free HIT may be locked by a concurrent request for a moment: wait for
             # the first one instead of saying that nothing is free. We hold only our
             # worker's row, which no holder of a HIT lock waits for: no deadlock.
-            hit = free.select_for_update(of=("self",)).select_related("batch").first()
+            hit = free.first_locked(skip_locked=False)
         if hit is None:
             return _Miss.NOTHING_FREE
         active = _active_count(hit)
         if active < hit.max_assignments:
             budget_hold(batch=hit.batch, config=batch_config(hit.batch))
             return _assign(hit, worker, now, active)
-        HIT.objects.filter(pk=hit.pk).update(active_assignments=active)  # the hint was stale
+        _SLOT_HINT_SET.execute(hit.pk, active)  # the hint was stale
         return _Miss.FILLED
 
 

@@ -30,6 +30,7 @@ from mitl.synthetic.examples import synthetic_examples
 
 from .errors import ServiceError
 from .models import Assignment, Batch, Caption, Dataset, Image, Instructions
+from .prepared import Prepared
 from .synthetic import synthetic_regenerate
 
 FIELD = "instructions"  # the input a ServiceError of this module is about
@@ -183,12 +184,17 @@ def instructions_current(*, batch: Batch) -> Instructions | None:
 
 def instructions_current_id(*, batch_id: int) -> int | None:
     """Return the id of the batch's latest version (one query: the hand-out asks it)."""
-    return (
-        Instructions.objects.filter(batch_id=batch_id)
-        .order_by("-version")
-        .values_list("pk", flat=True)
-        .first()
-    )
+    latest = _LATEST_VERSION.rows(batch_id)
+    return latest[0][0] if latest else None
+
+
+# Every hand-out asks it: built once (annotation.prepared).
+_LATEST_VERSION = Prepared(
+    lambda batch_id: (
+        Instructions.objects.filter(batch_id=batch_id).order_by("-version").values_list("pk")[:1]
+    ),
+    1,
+)
 
 
 def instructions_first_time(*, assignment: Assignment) -> bool:

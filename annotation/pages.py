@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
+
 from mitl.hits import page_order
 
 from .models import Assignment, HITItem, items_shown_to
+from .prepared import Prepared
 
 
 def page_items(
@@ -26,14 +29,32 @@ def page_items(
     Without an assignment: the items a new one would show, in the HIT's order (a preview).
     Pair number n is the row at index n - 1.
     """
-    assignment_id = assignment.pk if assignment is not None else None
-    rows: list[tuple[Any, ...]] = list(
-        HITItem.objects.filter(items_shown_to(assignment_id), hit_id=hit_id)
-        .order_by("position")
-        .values_list("pk", *fields)
-    )
+    if assignment is None:
+        rows = _items_query(fields, shown_to=False).rows(hit_id)
+    else:
+        rows = _items_query(fields, shown_to=True).rows(hit_id, assignment.pk)
     seed = assignment.page_seed if assignment is not None else None
     return [rows[index] for index in page_order(len(rows), seed)]
+
+
+_ITEMS_QUERIES: dict[tuple[tuple[str, ...], bool], Prepared] = {}
+
+
+def _items_query(fields: tuple[str, ...], *, shown_to: bool) -> Prepared:
+    """The page's rows, one statement per set of columns: every hand-out and submission
+    reads them, so each is built once (annotation.prepared)."""
+    key = (fields, shown_to)
+    if key not in _ITEMS_QUERIES:
+
+        def build(hit_id: int, assignment_id: int | None = None) -> QuerySet[HITItem]:
+            return (
+                HITItem.objects.filter(items_shown_to(assignment_id), hit_id=hit_id)
+                .order_by("position")
+                .values_list("pk", *fields)
+            )
+
+        _ITEMS_QUERIES[key] = Prepared(build, 2 if shown_to else 1)
+    return _ITEMS_QUERIES[key]
 
 
 def page_numbers(*, assignment: Assignment) -> dict[int, int]:

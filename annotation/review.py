@@ -29,6 +29,7 @@ from .errors import NotPermitted, ServiceError, StateConflict
 from .goldens import goldens_suspend_failed
 from .handout import hits_lock, hits_recount_slots
 from .models import Assignment, AssignmentStatus, Judgement, Worker, golden_checked
+from .prepared import fields_update
 
 
 def assignment_golden_misses(*, assignment_id: int) -> list[GoldenMiss]:
@@ -69,18 +70,13 @@ def golden_policy_apply(
     else:
         assignment.status = AssignmentStatus.SUBMITTED
         assignment.flagged = not passed
-    assignment.save(
-        update_fields=[
-            "submitted_at",
-            "golden_passed",
-            "status",
-            "reviewed_at",
-            "flagged",
-            "feedback",
-        ]
-    )
+    # Every submission writes it: SQL built once (annotation.prepared).
+    fields_update(assignment, _DECISION_FIELDS)
     if assignment.status == AssignmentStatus.REJECTED:
         hits_recount_slots(hit_ids=[assignment.hit_id])  # the slot is free again
+
+
+_DECISION_FIELDS = ("submitted_at", "golden_passed", "status", "reviewed_at", "flagged", "feedback")
 
 
 def _automatic_feedback(misses: list[GoldenMiss]) -> str:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import transaction
-from django.db.models import Subquery
+from django.db.models import QuerySet, Subquery
 from django.utils import timezone
 
 from mitl.config import batch_config
@@ -38,6 +38,7 @@ from .models import (
     Worker,
 )
 from .pages import page_items
+from .prepared import Prepared, objects_insert
 from .review import assignment_golden_misses, golden_policy_apply
 
 MAX_ELAPSED_MS = 24 * 3600 * 1000  # a day: anything longer is a broken client clock
@@ -136,11 +137,9 @@ def assignment_submit_own(
     itself (the HIT of the worker's own assignment), so no query comes before it.
     """
     now = timezone.now()
-    own_hit = Assignment.objects.filter(pk=assignment_id, worker=worker).values("hit_id")[:1]
     with transaction.atomic():
         # One statement finds the worker's own HIT and locks it (the HIT first: hits_lock).
-        own = HIT.objects.filter(pk=Subquery(own_hit)).select_for_update(no_key=True)
-        if not own.values_list("pk", flat=True):
+        if not _OWN_HIT_LOCK.rows(assignment_id, worker.pk):
             return None
         result = _submit_locked(
             assignment_id=assignment_id,
@@ -156,6 +155,30 @@ def assignment_submit_own(
     return result
 
 
+def _own_hit_lock(assignment_id: int, worker_id: int) -> QuerySet[HIT]:
+    own_hit = Assignment.objects.filter(pk=assignment_id, worker_id=worker_id).values("hit_id")
+    return (
+        HIT.objects.filter(pk=Subquery(own_hit[:1]))
+        .select_for_update(no_key=True)
+        .values_list("pk", flat=True)
+    )
+
+
+def _assignment_lock(assignment_id: int) -> QuerySet[Assignment]:
+    # The batch comes with the locked row: its state and settings, in one query.
+    return (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("hit__batch")
+        .defer("hit__batch__reports", "hit__batch__mturk")  # can be large; not read here
+        .filter(pk=assignment_id)
+    )
+
+
+# Every submission sends these two: built once (annotation.prepared).
+_OWN_HIT_LOCK = Prepared(_own_hit_lock, 2)
+_ASSIGNMENT_LOCK = Prepared(_assignment_lock, 1)
+
+
 def _submit_locked(
     *,
     assignment_id: int,
@@ -167,13 +190,10 @@ def _submit_locked(
     by_page: bool = False,
 ) -> SubmissionResult | None:
     """`assignment_submit` once the HIT's row is locked; None when the work just expired."""
-    # The batch comes with the locked row: its state and settings, in one query.
-    locked = (
-        Assignment.objects.select_for_update(of=("self",))
-        .select_related("hit__batch")
-        .defer("hit__batch__reports", "hit__batch__mturk")  # can be large; not read here
-        .get(pk=assignment_id)
-    )
+    found = _ASSIGNMENT_LOCK.objects(assignment_id)
+    if not found:
+        raise Assignment.DoesNotExist("Assignment matching query does not exist.")  # as .get()
+    locked = found[0]
     if worker is not None and locked.worker_id != worker.pk:
         raise ServiceError("this assignment belongs to another worker")
     late = (
@@ -210,7 +230,7 @@ def _submit_locked(
         if by_page:
             answers = _answers_by_item(answers, [row[0] for row in shown])
         judgements = _build_judgements(locked, items, answers, followups_required)
-        Judgement.objects.bulk_create(judgements)
+        objects_insert(judgements)
         # In page order, as `review.assignment_golden_misses` reads them for MTurk's sync.
         # Suspended goldens (annotation.goldens) are answered but no longer checked.
         answered = [

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from annotation.answers import (
     ANSWERED_OTHERWISE,
     SubmissionSerializer,
-    answer_inputs,
+    submission_answers,
     submission_summary,
 )
 from annotation.errors import ServiceError
@@ -232,15 +232,11 @@ def assignment_detail(request: Request, assignment_id: int) -> Response:
 def assignment_submit_view(request: Request, assignment_id: int) -> Response:
     """Store the caller's answers for a whole HIT. A repeat with the same answers returns the
     stored result (200); one with other answers is a 409 carrying it (`stored`)."""
-    query = SubmitQuerySerializer(data=request.query_params)
-    query.is_valid(raise_exception=True)
-    serializer = SubmissionSerializer(data=request.data)
-    serializer.is_valid(raise_exception=True)  # a 400 naming the field (api/errors.py)
+    take_next = _take_next(request)
+    answers = submission_answers(request.data)  # a 400 naming the field (api/errors.py)
     worker = worker_for_user(user=request.user)
     result = assignment_submit_own(  # a refusal is a 400, or 409 for the HIT's state
-        assignment_id=assignment_id,
-        worker=worker,
-        answers=answer_inputs(serializer.validated_data),
+        assignment_id=assignment_id, worker=worker, answers=answers
     )
     if result is None:
         return _not_found(assignment_id)
@@ -251,7 +247,7 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
     body = {**submission_summary(result), "next": reverse("frontend:work")}
     if result.differs:
         return Response({"detail": ANSWERED_OTHERWISE, "stored": body}, status=409)
-    if query.validated_data["take_next"]:
+    if take_next:
         try:
             following = _next_or_none(worker)
         except ServiceError:  # blocked meanwhile: the work is stored, no more is given
@@ -259,6 +255,24 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
         body["next_assignment"] = None if following is None else _payload(following)
         body["next_reason"] = None if following is not None else no_hit_reason(worker)
     return Response(body, status=201 if result.created else 200)
+
+
+_FLAGS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _take_next(request: Request) -> bool:
+    """The submit's `take_next` flag; anything but the plain forms is the serializer's to
+    read (and to refuse with its message)."""
+    params = request.query_params
+    if not params:
+        return False
+    if params.keys() == {"take_next"} and len(values := params.getlist("take_next")) == 1:
+        flag = _FLAGS.get(values[0].lower())
+        if flag is not None:
+            return flag
+    query = SubmitQuerySerializer(data=params)
+    query.is_valid(raise_exception=True)
+    return query.validated_data["take_next"]
 
 
 def _payload(assignment: Assignment) -> dict[str, Any]:

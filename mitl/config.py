@@ -5,6 +5,7 @@ Pure Python, so the command line, the API and the services validate the same way
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
@@ -350,5 +351,25 @@ def batch_config(batch: HasConfig) -> BatchConfig:
 
     The one way to read a stored batch's settings: nobody reads `batch.config` with
     `.get()` and a default of its own, so a default changes here and only here.
+    A hand-out and a submission read it about five times per HIT, so a checked config is
+    kept by its JSON text: the same text always checks the same (`relevance` aside, whose
+    proxies' availability is checked every time).
     """
-    return parse_batch_config(batch.config)
+    raw = batch.config
+    if not isinstance(raw, Mapping) or raw.get("relevance"):
+        return parse_batch_config(raw)
+    try:
+        key = json.dumps(raw, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON (a value set in memory): checked as it is
+        return parse_batch_config(raw)
+    parsed = _CHECKED.get(key)
+    if parsed is None:
+        parsed = parse_batch_config(raw)  # a bad config raises, and is never kept
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[key] = parsed
+    return parsed
+
+
+_CHECKED: dict[str, BatchConfig] = {}  # checked configs by their JSON text (batch_config)
+_CHECKED_MAX = 512  # batches' configs kept at most; then the store starts again

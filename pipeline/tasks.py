@@ -27,7 +27,7 @@ from django.db import OperationalError, transaction
 
 from annotation.faults import fault_pause
 from annotation.models import Batch, BatchState, EvaluationJob, Release
-from annotation.rounds import batches_round_complete
+from annotation.rounds import batches_round_complete, round_complete
 from annotation.task_leases import lease_held, task_queue
 from annotation.tasks import mturk_publish_queue
 from mitl.config import batch_config
@@ -217,7 +217,7 @@ def annotation_close_check_queue(*, batch_id: int) -> bool:
     close itself is idempotent (`mitl.close_annotation` without force does nothing while
     work is missing or once the batch has moved on). True when a close was queued.
     """
-    if not batches_round_complete(batch_ids=[batch_id]):
+    if not round_complete(batch_id=batch_id):
         return False
     failures_to_batch(partial(annotation_close_queue, batch_id=batch_id, force=False))
     return True

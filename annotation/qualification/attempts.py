@@ -88,14 +88,15 @@ def qualification_gates(worker: Worker) -> bool:
     return worker.source != WorkerSource.MTURK
 
 
-def batches_closed_to(*, worker: Worker) -> QuerySet[Batch]:
-    """The ids of batches with a qualification round that `worker` has not passed.
+def batches_closed_to(*, worker_id: int) -> QuerySet[Batch]:
+    """The ids of batches with a qualification round that the worker has not passed.
 
     A batch has a round when its config sets `qualification_pairs` above 0 (read in the
     query: a config without the key has none), so the hand-out can leave such batches out
     in the same statement that finds a free HIT.
     """
-    passed = QualificationAttempt.objects.filter(worker=worker, passed=True).values("batch_id")
+    passed = QualificationAttempt.objects.filter(worker_id=worker_id, passed=True)
+    passed = passed.values("batch_id")
     return (
         Batch.objects.filter(config__qualification_pairs__gt=0).exclude(pk__in=passed).values("pk")
     )

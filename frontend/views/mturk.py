@@ -25,6 +25,7 @@ from annotation.answers import (
     ANSWERED_OTHERWISE,
     SubmissionSerializer,
     answer_inputs,
+    answers_plain,
     submission_summary,
 )
 from annotation.errors import ServiceError, StateConflict
@@ -204,15 +205,18 @@ def mturk_submit(request: HttpRequest) -> JsonResponse:
         data = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):
         return JsonResponse({"detail": "the body must be JSON"}, status=400)
-    serializer = SubmissionSerializer(data=data)
-    if not serializer.is_valid():
-        return JsonResponse(
-            {"detail": "invalid submission", "errors": serializer.errors}, status=400
-        )
+    answers = answers_plain(data)
+    if answers is None:  # not the plain form: the serializer reads it, or says what is wrong
+        serializer = SubmissionSerializer(data=data)
+        if not serializer.is_valid():
+            return JsonResponse(
+                {"detail": "invalid submission", "errors": serializer.errors}, status=400
+            )
+        answers = answer_inputs(serializer.validated_data)
     try:
         result = mturk_assignment_submit(
             assignment=assignment,
-            answers=answer_inputs(serializer.validated_data),
+            answers=answers,
             by_page=True,  # the page's pair numbers, as `_page_context` shows them
         )
     except ServiceError as exc:  # a HIT closed or given up meanwhile: its state, a 409
