@@ -226,8 +226,10 @@ def hit_assign_next(*, worker: Worker, now: datetime | None = None) -> Assignmen
     now = now or timezone.now()
     free = _Candidates(worker_id=worker.pk, gated=qualification_gates(worker))
     swept = False  # other workers' overdue work is expired only when nothing looks free
+    wait = False  # the last try found every free HIT locked: this one waits for the first
     for _ in range(_NEXT_HIT_TRIES):
-        outcome = _try_assign(worker, free, now)
+        outcome = _try_assign(worker, free, now, wait=wait)
+        wait = outcome is _Miss.ALL_LOCKED
         if isinstance(outcome, Assignment):
             return outcome
         if isinstance(outcome, int):  # that batch's budget is spent: look elsewhere
@@ -322,18 +324,32 @@ class _Candidates:
 class _Miss(Enum):
     NOTHING_FREE = "nothing free"
     FILLED = "filled meanwhile"
+    ALL_LOCKED = "every free HIT locked by others"
 
 
-def _try_assign(worker: Worker, free: _Candidates, now: datetime) -> Assignment | _Miss | int:
+def _try_assign(
+    worker: Worker, free: _Candidates, now: datetime, *, wait: bool
+) -> Assignment | _Miss | int:
     """One attempt: the assignment, why none was made, or the id of a batch out of budget."""
     try:
-        return _try_assign_once(worker, free, now)
+        return _try_assign_once(worker, free, now, wait=wait)
     except BudgetSpent as spent:
         return spent.batch_id
 
 
-def _try_assign_once(worker: Worker, free: _Candidates, now: datetime) -> Assignment | _Miss:
-    skip_locked = connection.features.has_select_for_update_skip_locked
+def _try_assign_once(
+    worker: Worker, free: _Candidates, now: datetime, *, wait: bool
+) -> Assignment | _Miss:
+    """One transaction: resume the open work, or lock a free HIT and assign it.
+
+    `wait`: wait for the first free HIT that others hold instead of skipping it. Only a
+    fresh transaction waits, never the one whose `SKIP LOCKED` scan found every free HIT
+    locked: a scan keeps the locks of rows it locked and then rejected (a concurrent
+    request filled them), and two requests each waiting for a row the other kept was
+    PostgreSQL's "deadlock detected" in the 50-worker race test. A waiting scan takes its
+    locks in the scan's order, the same for every request, so waiters never wait crosswise.
+    """
+    can_skip = connection.features.has_select_for_update_skip_locked
     with transaction.atomic():
         # One worker's own requests (a double click, two tabs) queue on its row, so the
         # second resumes the assignment the first one created instead of taking a HIT.
@@ -353,15 +369,13 @@ def _try_assign_once(worker: Worker, free: _Candidates, now: datetime) -> Assign
             hits_lock(hit_ids=[current.hit_id])
             Assignment.objects.filter(pk=current.pk).update(status=AssignmentStatus.EXPIRED)
             hits_recount_slots(hit_ids=[current.hit_id])
+        # Holding the expired HIT's row, waiting for another HIT could be crosswise.
+        skip_locked = can_skip and (not wait or current is not None)
         hit = free.first_locked(skip_locked=skip_locked)
-        if hit is None and skip_locked and current is not None:
-            # We hold the expired HIT's row now: waiting for another HIT could be crosswise.
-            return _Miss.FILLED  # the next try holds no HIT and may wait
         if hit is None and skip_locked:
-            # Every free HIT may be locked by a concurrent request for a moment: wait for
-            # the first one instead of saying that nothing is free. We hold only our
-            # worker's row, which no holder of a HIT lock waits for: no deadlock.
-            hit = free.first_locked(skip_locked=False)
+            # Every free HIT may be locked by a concurrent request for a moment: the next
+            # try, a new transaction holding only our worker's row, waits for the first.
+            return _Miss.ALL_LOCKED
         if hit is None:
             return _Miss.NOTHING_FREE
         active = _active_count(hit)

@@ -14,7 +14,7 @@ from functools import partial
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count
 
 from annotation.errors import ServiceError
@@ -269,6 +269,57 @@ def test_simultaneous_requests_of_one_worker_share_one_assignment(tiny):
     assert all(isinstance(o, Assignment) for o in outcomes), outcomes
     assert Assignment.objects.filter(worker=worker).count() == 1
     assert {o.pk for o in outcomes} == {Assignment.objects.get(worker=worker).pk}
+
+
+def _backends_waiting_for_a_lock() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_request_waits_for_the_only_free_hit_while_another_holds_it(tiny):
+    """Every free HIT locked for a moment is not "nothing free": the request waits (in a
+    transaction of its own, holding no HIT) and gets the HIT once the holder lets go."""
+    assert connection.vendor == "postgresql"
+    hit = hit_make(batch_make(tiny), 0, max_assignments=1)
+    worker = worker_make("waiter")
+    holding, release, outcome = threading.Event(), threading.Event(), {}
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                HIT.objects.select_for_update().get(pk=hit.pk)
+                holding.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    def ask() -> None:
+        try:
+            outcome["given"] = hit_assign_next(worker=worker)
+        finally:
+            connection.close()
+
+    holder, asker = threading.Thread(target=hold), threading.Thread(target=ask)
+    holder.start()
+    assert holding.wait(timeout=30)
+    asker.start()
+    deadline = time.monotonic() + 30
+    while not _backends_waiting_for_a_lock() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert _backends_waiting_for_a_lock() == 1
+        assert asker.is_alive() and "given" not in outcome  # waiting, not told "none"
+    finally:
+        release.set()
+        holder.join(timeout=30)
+        asker.join(timeout=30)
+    assert outcome["given"].hit_id == hit.pk
 
 
 # Lock order: each of these frees a slot by writing an overdue MTurk assignment and then
