@@ -22,6 +22,7 @@ Pure Python and numpy (scipy for long lists' tau): no Django import.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, combinations, permutations
@@ -123,8 +124,9 @@ def kendall_taus(lists_a: Sequence[Ranking], lists_b: Sequence[Ranking]) -> list
     ]
     for start in range(0, len(regular) if depth >= 2 else 0, _TAU_CHUNK):
         rows = regular[start : start + _TAU_CHUNK]
-        a = np.array([lists_a[row] for row in rows], dtype=np.int64)
-        b = np.array([lists_b[row] for row in rows], dtype=np.int64)
+        a, b = _id_matrix(lists_a, rows, depth), _id_matrix(lists_b, rows, depth)
+        if a is None or b is None:
+            continue  # not all 64-bit integers: one by one, as `kendall_tau` compares them
         chunk = _union_taus(a, b)
         for row, tau in zip(rows, chunk.tolist(), strict=True):
             taus[row] = tau
@@ -136,6 +138,16 @@ def kendall_taus(lists_a: Sequence[Ranking], lists_b: Sequence[Ranking]) -> list
 
 
 _TAU_CHUNK = 2048  # rows per numpy pass: (rows x depth x depth) comparisons, a few MiB
+
+
+def _id_matrix(lists: Sequence[Ranking], rows: list[int], depth: int) -> np.ndarray | None:
+    """These lists as a (rows x depth) int64 matrix; None unless every target is an integer
+    of 64 bits (a float or a string would compare otherwise in numpy than in a dict)."""
+    try:
+        packed = struct.pack(f"{len(rows) * depth}q", *chain.from_iterable(lists[r] for r in rows))
+    except struct.error:
+        return None
+    return np.frombuffer(packed, dtype=np.int64).reshape(len(rows), depth)
 
 
 def _union_taus(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -96,6 +96,15 @@ def test_batch_taus_equal_one_by_one_taus_exactly(seed: int) -> None:
         assert batch == one_by_one or (math.isnan(batch) and math.isnan(one_by_one))
 
 
+def test_batch_taus_of_targets_that_are_not_integers_equal_one_by_one_taus() -> None:
+    # 1.5 is not 1 and "3" is not 3 to kendall_tau; numpy would have made them equal.
+    lists_a = [[1.5, 2, 3], ["3", 4, 5], [1, 2, 3]]
+    lists_b = [[1, 2, 3], [3, 4, 5], [3, 2, 1]]
+    expected = [kendall_tau(a, b) for a, b in zip(lists_a, lists_b, strict=True)]
+    assert kendall_taus(lists_a, lists_b) == expected
+    assert expected[0] != 1.0 and expected[2] == -1.0
+
+
 def test_batch_taus_reject_a_repeated_target_as_one_by_one_does() -> None:
     regular = list(range(25))
     repeated = [*range(24), 3]
