@@ -41,16 +41,20 @@ class TextParameterField(EmptyValueChecked, serializers.CharField):
         super().__init__(trim_whitespace=False, **kwargs)
 
 
+# What a yes/no query parameter may say, in any case (`QueryFlagField`).
+FLAG_VALUES = {"true": True, "1": True, "false": False, "0": False}
+
+
 class QueryFlagField(EmptyValueChecked, serializers.BooleanField):
     """A yes/no query parameter: true or false (or 1 or 0), in any case; else a 400."""
 
     default_error_messages = {"flag": "must be true or false (got {value!r})"}
 
     def to_internal_value(self, data: Any) -> bool:
-        value = str(data).lower()
-        if value not in ("true", "1", "false", "0"):
+        value = FLAG_VALUES.get(str(data).lower())
+        if value is None:
             self.fail("flag", value=data)
-        return value in ("true", "1")
+        return value
 
 
 # Dollars and cents from 0.01 to 999999.99, as the schema's pattern says: "0.50", "12", "3.5".

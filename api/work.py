@@ -32,7 +32,7 @@ from annotation.strict_input import StrictQuerySerializer
 from annotation.submissions import assignment_submit_own
 from pipeline.tasks import annotation_close_check_queue, complete_rounds_close_queue
 
-from .fields import QueryFlagField
+from .fields import FLAG_VALUES, QueryFlagField
 from .parsers import JSONParser
 from .schema import beyond_schema
 
@@ -257,9 +257,6 @@ def assignment_submit_view(request: Request, assignment_id: int) -> Response:
     return Response(body, status=201 if result.created else 200)
 
 
-_FLAGS = {"true": True, "1": True, "false": False, "0": False}
-
-
 def _take_next(request: Request) -> bool:
     """The submit's `take_next` flag; anything but the plain forms is the serializer's to
     read (and to refuse with its message)."""
@@ -267,7 +264,7 @@ def _take_next(request: Request) -> bool:
     if not params:
         return False
     if params.keys() == {"take_next"} and len(values := params.getlist("take_next")) == 1:
-        flag = _FLAGS.get(values[0].lower())
+        flag = FLAG_VALUES.get(values[0].lower())
         if flag is not None:
             return flag
     query = SubmitQuerySerializer(data=params)

@@ -20,12 +20,11 @@ from django.urls import reverse
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
+from rest_framework.exceptions import ValidationError
 
 from annotation.answers import (
     ANSWERED_OTHERWISE,
-    SubmissionSerializer,
-    answer_inputs,
-    answers_plain,
+    submission_answers,
     submission_summary,
 )
 from annotation.errors import ServiceError, StateConflict
@@ -205,14 +204,10 @@ def mturk_submit(request: HttpRequest) -> JsonResponse:
         data = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):
         return JsonResponse({"detail": "the body must be JSON"}, status=400)
-    answers = answers_plain(data)
-    if answers is None:  # not the plain form: the serializer reads it, or says what is wrong
-        serializer = SubmissionSerializer(data=data)
-        if not serializer.is_valid():
-            return JsonResponse(
-                {"detail": "invalid submission", "errors": serializer.errors}, status=400
-            )
-        answers = answer_inputs(serializer.validated_data)
+    try:
+        answers = submission_answers(data)
+    except ValidationError as exc:  # the serializer's messages, field by field
+        return JsonResponse({"detail": "invalid submission", "errors": exc.detail}, status=400)
     try:
         result = mturk_assignment_submit(
             assignment=assignment,
