@@ -130,10 +130,9 @@ def kendall_taus(lists_a: Sequence[Ranking], lists_b: Sequence[Ranking]) -> list
         chunk = _union_taus(a, b)
         for row, tau in zip(rows, chunk.tolist(), strict=True):
             taus[row] = tau
-    done = set(regular) if depth >= 2 else set()
-    for row, (a, b) in enumerate(zip(lists_a, lists_b, strict=True)):
-        if row not in done or math.isnan(taus[row]):
-            taus[row] = kendall_tau(a, b)  # irregular, a repeat (raises), or undefined
+    for row, tau in enumerate(taus):
+        if math.isnan(tau):  # irregular, not integers, a repeat (raises), or undefined
+            taus[row] = kendall_tau(lists_a[row], lists_b[row])
     return taus
 
 
